@@ -1,0 +1,119 @@
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TypeAlias
+
+from inspect_ai.tool import ToolError
+from pydantic import JsonValue
+
+FrozenJson: TypeAlias = (
+    str | int | float | bool | tuple["FrozenJson", ...] | Mapping[str, "FrozenJson"] | None
+)
+"""JSON that cannot be changed: objects are read-only mappings and arrays are tuples."""
+
+
+def freeze(value: JsonValue) -> FrozenJson:
+    """A read-only copy of JSON."""
+    if isinstance(value, dict):
+        return MappingProxyType({k: freeze(v) for k, v in value.items()})
+    if isinstance(value, list | tuple):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+def thaw(value: FrozenJson) -> JsonValue:
+    """Plain JSON (dicts and lists) from frozen JSON, for the log."""
+    if isinstance(value, Mapping):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [thaw(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class Draft:
+    """What a channel's tool hands the bus: a record before the bus binds its sender."""
+
+    kind: str
+    """What the record does, in the channel's terms (`"message"`, `"create"`)."""
+
+    payload: str = ""
+    """The text the record carries."""
+
+    op: Mapping[str, JsonValue] | None = None
+    """The channel's operation data, if any."""
+
+    to: tuple[str, ...] = ()
+    """The addresses as written; `()` for an unaddressed record."""
+
+    wake: bool = False
+    """Whether the record can end a member's wait."""
+
+    reply_to: str | None = None
+    """The id of a record this one answers."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """One communication through the bus: a message, a write, a claim.
+
+    A channel's tool hands the bus a `Draft`; the bus makes the record, binding the sender
+    and resolving the addresses, and gives it to the channel.
+    """
+
+    id: str
+    """The record's id, the channel's prefix and a per-channel number (`"w-14"`).
+
+    Every attempt that passes the bus's first checks gets one, refused or not, so the ids of
+    delivered records can skip numbers; `seq` in the `delivered` evidence numbers what the
+    run delivered, across its channels.
+    """
+
+    channel: str
+    """The name of the channel the record is for."""
+
+    kind: str
+    """What the record does, in the channel's terms (`"message"`, `"create"`)."""
+
+    sender: str
+    """The sending member's name, bound by the runtime, never taken from model output."""
+
+    to: tuple[str, ...] = ()
+    """The addresses as written. `()` for an unaddressed record, such as a write to shared
+    state, which reaches nobody directly."""
+
+    recipients: tuple[str, ...] = ()
+    """The member names the addresses resolved to."""
+
+    routed_out: tuple[str, ...] = ()
+    """Resolved names the channel's routes dropped."""
+
+    payload: str = ""
+    """The text the record carries."""
+
+    op: Mapping[str, FrozenJson] | None = None
+    """The channel's operation data, if any, as JSON that cannot be changed: objects are
+    read-only mappings and arrays are tuples. A record is shared by the channel and the
+    sender's tool, so neither can change what the other sees."""
+
+    wake: bool = False
+    """Whether the record can end a member's wait (`swarm_wait`)."""
+
+    reply_to: str | None = None
+    """The id of a record this one answers."""
+
+    sender_span_id: str | None = None
+    """The sender's agent span."""
+
+    tool_span_id: str | None = None
+    """The tool span the call ran in."""
+
+
+class Refused(ToolError):
+    """A record the swarm refused, naming the control that refused it (`"rate"`)."""
+
+    def __init__(self, control: str, message: str) -> None:
+        super().__init__(message)
+        self.control = control

@@ -1,0 +1,83 @@
+"""Where code inside a swarm finds the run and the member it belongs to.
+
+The runtime sets these ContextVars; everything else (channels, the bus, the budget
+view, the scripted model) only reads them. Child tasks copy them, so a member's
+subagents, background work and tool calls all see their member.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Literal, Protocol
+
+from ._roster import Delivery, MemberInfo, MemberState
+
+if TYPE_CHECKING:
+    from ._bus._bus import Bus
+    from ._ledger import SwarmMeter
+
+
+class SwarmHost(Protocol):
+    """What the runtime of one swarm run offers the rest of the package."""
+
+    @property
+    def roster(self) -> Sequence[MemberInfo]: ...
+
+    @property
+    def stopping(self) -> bool:
+        """The swarm has begun to stop (set synchronously before any await)."""
+        ...
+
+    @property
+    def bus(self) -> Bus | None: ...
+
+    @property
+    def meter(self) -> SwarmMeter: ...
+
+    def clock(self) -> float:
+        """Seconds since the swarm started."""
+        ...
+
+    def member_state(self, name: str) -> MemberState: ...
+
+    def member_status(self, name: str) -> str | None: ...
+
+    def agent_returned(self, name: str) -> bool:
+        """The member's own agent has finished (it may still be draining background work)."""
+        ...
+
+    def delivery(self, name: str) -> Delivery:
+        """The member's effective delivery mode."""
+        ...
+
+    def background_running(self, name: str) -> int:
+        """Background tasks of the member still running."""
+        ...
+
+    def member_span_id(self, name: str) -> str | None:
+        """The id of the member's own agent span (its own loop), once it has started."""
+        ...
+
+
+_swarm: ContextVar[SwarmHost | None] = ContextVar("inspect_swarm_run", default=None)
+_member: ContextVar[str | None] = ContextVar("inspect_swarm_member", default=None)
+# who, outside every member, a call inside the swarm belongs to: the controller or the final step
+_phase: ContextVar[Literal["runtime", "final"] | None] = ContextVar(
+    "inspect_swarm_phase", default=None
+)
+
+
+def current_swarm() -> SwarmHost | None:
+    """The swarm run the caller is in (inside a member or in the swarm's own code)."""
+    return _swarm.get()
+
+
+def current_member() -> str | None:
+    """The name of the member the caller runs in, or None outside every member."""
+    return _member.get()
+
+
+def current_phase() -> Literal["runtime", "final"] | None:
+    """Outside every member: whether the caller is the controller or the final step."""
+    return _phase.get()

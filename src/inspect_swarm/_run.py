@@ -1,0 +1,457 @@
+"""One run of the swarm in one sample: its members, controller, stop procedure and records."""
+
+import time
+from collections.abc import AsyncGenerator, Sequence
+from typing import Literal
+
+import anyio
+from inspect_ai.agent import AgentState
+from inspect_ai.log import transcript
+from inspect_ai.log._samples import sample_active
+from inspect_ai.model import ChatMessage, ChatMessageUser, ModelOutput
+from inspect_ai.util import LimitExceededError, sample_limits, store
+from inspect_ai.util._store import suspend_store_events
+
+from ._budget import Budget, budget_preamble, effective_grace
+from ._bus._bus import Bus
+from ._channel._channel import Channel
+from ._context import _phase, _swarm
+from ._hooks import metering
+from ._controller._control import MemberEnded, MemberHandle, SwarmEvent
+from ._controller._controller import Controller, recorded_stop_reason
+from ._ledger import MemberOutcome, SwarmLedger, SwarmMeter
+from ._member import MemberSpec
+from ._member_run import MemberRun, run_member
+from ._metrics import metrics_record
+from ._observe import SwarmObserver
+from ._record import (
+    EVIDENCE_SOURCE,
+    LEDGER_KEY,
+    METRICS_KEY,
+    RESULT_KEY,
+    Answer,
+    choose_answer,
+    result_record,
+)
+from ._roster import Delivery, MemberInfo, MemberState
+from ._sandbox import check_environments_exist
+from ._stop import MemberStop, SwarmStoppingError, is_cancellation, leaves
+
+
+def _now() -> float:
+    return time.monotonic()
+
+
+class SwarmRun:
+    """The runtime of one swarm run: the `SwarmHost` of the package and the controller's
+    `SwarmControl`."""
+
+    def __init__(
+        self,
+        roster: Sequence[MemberSpec],
+        controller: Controller,
+        channels: Sequence[Channel],
+        budget: Budget,
+        models: Sequence[str],
+    ) -> None:
+        self._members = [MemberRun(spec) for spec in roster]
+        self._by_name = {m.name: m for m in self._members}
+        self._controller = controller
+        self._channels = channels
+        self._budget = budget
+        self._meter = SwarmMeter(budget, [(s.name, s.bridged) for s in roster], models)
+        self._bus: Bus | None = None
+        self._observer = SwarmObserver(self)
+        self._t0 = _now()
+        self._input: list[ChatMessage] = []
+        self._stopping = False
+        self._stop_own = False
+        self.stop_reason: str | None = None
+        self._stop_requested = anyio.Event()
+        self._controller_scope: anyio.CancelScope | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._running = 0
+        self._idle = anyio.Event()
+        self._idle.set()
+        self._events: list[SwarmEvent] = []
+        self._event_cursor = 0
+        self._event_signal = anyio.Event()
+        self._iterating = False
+        self._chosen: tuple[MemberRun, str | None] | None = None
+
+    # ---- SwarmHost ---------------------------------------------------------------------
+
+    @property
+    def roster(self) -> Sequence[MemberInfo]:
+        return [m.spec.info for m in self._members]
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    @property
+    def bus(self) -> Bus | None:
+        return self._bus
+
+    @property
+    def meter(self) -> SwarmMeter:
+        return self._meter
+
+    def clock(self) -> float:
+        return _now() - self._t0
+
+    def member_state(self, name: str) -> MemberState:
+        return self._get(name).state
+
+    def member_status(self, name: str) -> str | None:
+        return self._get(name).status
+
+    def agent_returned(self, name: str) -> bool:
+        return self._get(name).agent_returned
+
+    def delivery(self, name: str) -> Delivery:
+        return self._get(name).spec.delivery
+
+    def background_running(self, name: str) -> int:
+        return self._get(name).background.running
+
+    def member_span_id(self, name: str) -> str | None:
+        return self._get(name).span_id
+
+    def before_generate(self, member: str | None) -> None:
+        """Refuse a model call of a member the swarm has stopped (called by the swarm's hook)."""
+        if member is None:
+            return
+        refusal = self._get(member).refusal(self._stopping)
+        if refusal is not None:
+            raise refusal
+
+    def on_charge_verdict(
+        self, member: str | None, verdict: Literal["swarm_cap", "share"] | None
+    ) -> None:
+        """A completed call reached a cap or the member's share: end the member (and the swarm
+        for a cap). Called by the swarm's hook in the calling task."""
+        if verdict is None:
+            return
+        if verdict == "swarm_cap":
+            self.request_stop("swarm_cap")
+        if member is not None:
+            m = self._get(member)
+            m.stop(verdict)
+            refusal = m.refusal(self._stopping)
+            if refusal is not None:
+                raise refusal
+
+    # ---- SwarmControl ------------------------------------------------------------------
+
+    @property
+    def members(self) -> Sequence[MemberHandle]:
+        return self._members
+
+    def member(self, name: str) -> MemberHandle:
+        return self._get(name)
+
+    def start(self, member: str | MemberHandle, input: str | list[ChatMessage] | None = None) -> None:
+        m = self._get(member if isinstance(member, str) else member.name)
+        if self._stopping:
+            raise SwarmStoppingError(
+                f"SwarmControl.start(): the swarm's stop has begun ({self.stop_reason}), so "
+                f"member {m.name!r} cannot start. Start members before returning from run()."
+            )
+        if m.state != "pending":
+            raise RuntimeError(
+                f"SwarmControl.start(): member {m.name!r} has already started; a member runs once."
+            )
+        assert self._tg is not None
+        messages = self._member_input(m, input)
+        m.state = "running"
+        self._running += 1
+        if self._running == 1:
+            self._idle = anyio.Event()
+        self._tg.start_soon(run_member, self, m, messages)
+
+    async def events(self) -> AsyncGenerator[SwarmEvent, None]:
+        if self._iterating:
+            raise RuntimeError(
+                "SwarmControl.events(): another events() iterator is open. Use one at a time, "
+                "and close it (contextlib.aclosing) before starting another."
+            )
+        self._iterating = True
+        try:
+            while True:
+                if self._event_cursor < len(self._events):
+                    self._event_cursor += 1
+                    yield self._events[self._event_cursor - 1]
+                elif self._running == 0:
+                    return
+                else:
+                    await self._event_signal.wait()
+        finally:
+            self._iterating = False
+
+    def choose_answer(self, member: str | MemberHandle, reason: str | None = None) -> None:
+        m = self._get(member if isinstance(member, str) else member.name)
+        if self._chosen is not None:
+            raise RuntimeError(
+                f"SwarmControl.choose_answer(): the answer was already chosen "
+                f"({self._chosen[0].name!r}); a controller chooses once."
+            )
+        if m.state != "ended" or not m.submitted:
+            raise ValueError(
+                f"SwarmControl.choose_answer(): member {m.name!r} has not ended with a submission "
+                f"(state {m.state}, status {m.status}). Choose a member whose MemberEnded event "
+                "has submitted=True."
+            )
+        self._chosen = (m, reason)
+        self._write_result(provisional=True)
+
+    # ---- the member lifecycle (called by run_member) -----------------------------------
+
+    def member_started(self, m: MemberRun) -> None:
+        if self._bus is not None:
+            self._bus.member_started(m.name)
+        self._write_result(provisional=True)
+
+    def member_agent_returned(self, m: MemberRun) -> None:
+        if self._bus is not None:
+            self._bus.agent_returned(m.name)
+
+    def member_ended(self, m: MemberRun) -> None:
+        ended = MemberEnded(member=m.name, status=m.status or "cancelled", submitted=m.submitted)
+        self._events.append(ended)
+        self._event_signal.set()
+        self._event_signal = anyio.Event()
+        self._running -= 1
+        if self._running == 0:
+            self._idle.set()
+        if self._bus is not None:
+            self._bus.member_ended(m.name)
+        self._write_result(provisional=True)
+
+    def grace(self) -> float:
+        return effective_grace(self._budget)
+
+    # ---- the stop procedure ------------------------------------------------------------
+
+    def request_stop(self, reason: str, *, own: bool = False) -> None:
+        """Begin the swarm's stop. Synchronous, so nothing can start once it has begun."""
+        if self._stopping:
+            return
+        self._stopping = True
+        self._stop_own = own
+        self.stop_reason = reason
+        if self._bus is not None:
+            self._bus.begin_stop()
+        if not own and self._controller_scope is not None:
+            self._controller_scope.cancel()
+        self._stop_requested.set()
+
+    async def _stopper(self) -> None:
+        # members finish calls in flight for up to the grace period, then are cancelled
+        await self._stop_requested.wait()
+        with anyio.move_on_after(self.grace()):
+            await self._idle.wait()
+        for m in self._members:
+            if m.state == "running" and m.scope is not None:
+                m.scope.cancel()
+
+    async def _time_cap(self, seconds: float) -> None:
+        await anyio.sleep(max(0.0, seconds - self.clock()))
+        self.request_stop("swarm_time")
+
+    async def _control(self) -> None:
+        token = _phase.set("runtime")
+        try:
+            with anyio.CancelScope() as scope:
+                self._controller_scope = scope
+                try:
+                    reason = await self._controller.run(self)
+                except SwarmStoppingError:
+                    # a start() racing a stop the controller did not request
+                    if not self._stopping or self._stop_own:
+                        raise
+                    return
+                self.request_stop(recorded_stop_reason(reason), own=True)
+        finally:
+            _phase.reset(token)
+
+    # ---- the run -----------------------------------------------------------------------
+
+    async def run(self, state: AgentState) -> AgentState:
+        self._input = list(state.messages)
+        self._t0 = _now()
+        token = _swarm.set(self)
+        unsubscribe = None
+        error: BaseException | None = None
+        try:
+            check_environments_exist([m.spec for m in self._members])
+            self._meter.open()
+            self._observer.open()
+            if any(ch.name is not None for ch in self._channels):
+                self._bus = Bus(self, self._channels)
+            unsubscribe = transcript()._subscribe(self._observer.on_event)
+            self._write_result(provisional=True)
+            with metering(self), suspend_store_events():
+                async with anyio.create_task_group() as tg:
+                    self._tg = tg
+                    tg.start_soon(self._stopper)
+                    time_cap = self._meter.caps.time
+                    if time_cap is not None:
+                        tg.start_soon(self._time_cap, time_cap)
+                    await self._control()
+                    await self._idle.wait()
+                    tg.cancel_scope.cancel()
+        except BaseException as ex:
+            error = ex
+            raise _sample_error(ex) from None
+        finally:
+            if unsubscribe is not None:
+                unsubscribe()
+            self._finish(state, error)
+            _swarm.reset(token)
+        return state
+
+    def _finish(self, state: AgentState, error: BaseException | None) -> None:
+        """Write the answer and every record. Synchronous: it runs on every path, including a
+        cancellation, without needing a shielded scope."""
+        answer = self._answer()
+        provisional = error is not None
+        output = answer.member.output if answer.member is not None else None
+        state.output = output if output is not None else ModelOutput()
+        state.messages = self._input + self._answer_message(answer, state.output)
+        ledger = self._ledger(error)
+        self._write_result(provisional=provisional, answer=answer)
+        store().set(LEDGER_KEY, ledger.model_dump(mode="json"))
+        transcript().info(
+            {"type": "ledger", "ledger": ledger.model_dump(mode="json")}, source=EVIDENCE_SOURCE
+        )
+        metrics = metrics_record(self, answer, ledger)
+        store().set(METRICS_KEY, metrics)
+        transcript().info({"type": "metrics", "metrics": metrics}, source=EVIDENCE_SOURCE)
+        if self._bus is not None:
+            self._bus.close()
+
+    def _ledger(self, error: BaseException | None) -> SwarmLedger:
+        return self._meter.ledger(
+            members=[
+                MemberOutcome(
+                    name=m.name,
+                    status=m.status,
+                    cancelled=m.cancelled,
+                    background_started=m.background.started,
+                    background_cancelled=m.background.cancelled,
+                )
+                for m in self._members
+            ],
+            stop_reason=self.stop_reason,
+            ended_by=_ended_by(error),
+            interrupted=error is not None,
+            final_cancelled=False,
+            resumed=False,
+            elapsed=self.clock(),
+        )
+
+    # ---- helpers -----------------------------------------------------------------------
+
+    @property
+    def member_runs(self) -> Sequence[MemberRun]:
+        return self._members
+
+    @property
+    def observer(self) -> SwarmObserver:
+        return self._observer
+
+    @property
+    def channels(self) -> Sequence[Channel]:
+        return self._channels
+
+    def member_run(self, name: str) -> MemberRun:
+        return self._get(name)
+
+    def _get(self, name: str) -> MemberRun:
+        m = self._by_name.get(name)
+        if m is None:
+            raise KeyError(
+                f"The swarm has no member named {name!r}; its members are {list(self._by_name)!r}."
+            )
+        return m
+
+    def _answer(self) -> Answer:
+        return choose_answer(self._members, self._controller.final, self._chosen)
+
+    def _write_result(self, *, provisional: bool, answer: Answer | None = None) -> None:
+        answer = answer or self._answer()
+        store().set(RESULT_KEY, result_record(self._members, answer, provisional))
+
+    def _member_input(self, m: MemberRun, input: str | list[ChatMessage] | None) -> list[ChatMessage]:
+        if input is None:
+            messages = list(self._input)
+        elif isinstance(input, str):
+            messages = [ChatMessageUser(content=input)]
+        else:
+            messages = list(input)
+        return [*messages, ChatMessageUser(content=self._preamble(m))]
+
+    def _preamble(self, m: MemberRun) -> str:
+        n = len(self._members)
+        lines = [
+            f"You are {m.name}, the only member of a swarm working on this task."
+            if n == 1
+            else f"You are {m.name}, one of {n} members of a swarm working on this task at the "
+            "same time. Each member works on its own; the first answer submitted may end the work."
+        ]
+        if m.role:
+            lines.append(f"Your role: {m.role}.")
+        budget = budget_preamble(self._meter.caps, self._budget.split, n, m.spec.index)
+        if budget:
+            lines.append(budget)
+        if m.spec.sandbox is not None:
+            lines.append(
+                "You work in a sandbox of your own, which no other member can reach."
+            )
+        for channel in self._channels:
+            text = channel.instructions(m.spec.info)
+            if text:
+                lines.append(text)
+        return "\n\n".join(lines)
+
+    def _answer_message(self, answer: Answer, output: ModelOutput) -> list[ChatMessage]:
+        if answer.member is None or not output.choices:
+            return []
+        message = output.message.model_copy(deep=True)
+        message.metadata = {
+            **(message.metadata or {}),
+            "inspect_swarm": {"mode": answer.mode, "member": answer.member.name},
+        }
+        return [message]
+
+
+def _sample_error(ex: BaseException) -> BaseException:
+    """What the sample should see: the one error inside the swarm's task groups, unwrapped."""
+    errors = [e for e in leaves(ex) if not is_cancellation(e)]
+    return errors[0] if errors else ex
+
+
+def _ended_by(error: BaseException | None) -> str | None:
+    if error is None:
+        return None
+    for e in leaves(error):
+        if isinstance(e, LimitExceededError) and not isinstance(e, MemberStop):
+            if e.type == "operator":
+                return "operator"
+            if e.source is not None:
+                return f"sample_limit:{e.type}"
+    active = sample_active()
+    if active is not None:
+        if active.interrupt_action is not None:
+            return "operator"
+        limit_error = getattr(active, "_limit_exceeded_error", None)
+        if isinstance(limit_error, LimitExceededError):
+            return f"sample_limit:{limit_error.type}"
+    time_limit = sample_limits().time
+    if time_limit.limit is not None and time_limit.usage >= time_limit.limit:
+        return "sample_limit:time"
+    if all(is_cancellation(e) for e in leaves(error)):
+        return "unknown"
+    return None
+

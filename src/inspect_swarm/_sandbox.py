@@ -1,0 +1,77 @@
+"""Per-member sandboxes: the member's environment becomes its default, the others are hidden."""
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from inspect_ai.util._sandbox.context import (
+    sandbox_default_context_var,
+    sandbox_environments_context_var,
+    sandbox_with_environments_context_var,
+)
+
+from ._member import MemberSpec
+
+
+def check_member_sandboxes(roster: Sequence[MemberSpec]) -> None:
+    """The roster's sandbox rules, checked when `swarm()` is called."""
+    own = [m for m in roster if m.sandbox is not None]
+    if own and len(own) != len(roster):
+        shared = [m.name for m in roster if m.sandbox is None]
+        raise ValueError(
+            f"swarm(members=...): members {shared!r} share the sample's sandbox while others "
+            "have their own. When one member has its own sandbox every member must: give "
+            'each member sandbox=, e.g. sandbox="{member}".'
+        )
+    envs = [m.sandbox for m in own]
+    duplicates = sorted({e for e in envs if e is not None and envs.count(e) > 1})
+    if duplicates:
+        raise ValueError(
+            f"swarm(members=...): sandbox environments {duplicates!r} are given to more than one "
+            'member. No two members may share one; use sandbox="{member}" for one per member.'
+        )
+    for m in own:
+        others = sorted(set(m.visible) & set(envs))
+        if others:
+            raise ValueError(
+                f"member {m.name!r}: visible_sandboxes names {others!r}, another member's own "
+                "sandbox. A member cannot reach another member's sandbox; list shared services only."
+            )
+
+
+def check_environments_exist(roster: Sequence[MemberSpec]) -> None:
+    """The environments members name exist in the sample (checked when the swarm starts)."""
+    wanted = [m.sandbox for m in roster if m.sandbox is not None]
+    wanted += [v for m in roster for v in m.visible]
+    if not wanted:
+        return
+    available = sandbox_environments_context_var.get(None) or {}
+    missing = sorted({w for w in wanted if w not in available})
+    if missing:
+        raise ValueError(
+            f"swarm(): the sample has no sandbox environments named {missing!r} (it has "
+            f"{sorted(available)!r}). Add them to the task's sandbox configuration (for Docker, a "
+            "compose service for each), or change the members' sandbox=/visible_sandboxes=."
+        )
+
+
+@contextmanager
+def member_sandbox(spec: MemberSpec) -> Iterator[None]:
+    """Inside the member, its own environment is the default and the only ones it sees are
+    its own and its visible services (reached by name)."""
+    if spec.sandbox is None:
+        yield
+        return
+    available = sandbox_environments_context_var.get()
+    mine = {spec.sandbox: available[spec.sandbox]}  # first: the default of injection lookups
+    mine.update({name: available[name] for name in spec.visible})
+    tokens = (
+        sandbox_environments_context_var.set(mine),
+        sandbox_default_context_var.set(spec.sandbox),
+        sandbox_with_environments_context_var.set({}),
+    )
+    try:
+        yield
+    finally:
+        sandbox_with_environments_context_var.reset(tokens[2])
+        sandbox_default_context_var.reset(tokens[1])
+        sandbox_environments_context_var.reset(tokens[0])

@@ -1,0 +1,175 @@
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from inspect_ai._util.registry import registry_info, registry_unqualified_name
+from inspect_ai.agent import Agent, AgentState, agent
+from inspect_ai.model import Model, get_model
+
+from ._budget import Budget, check_split
+from ._channel._channel import Channel
+from ._channel.filesystem import FilesystemChannel
+from ._controller._controller import Controller
+from ._factory import create_by_name
+from ._member import Member, MemberSpec, member_from_value, resolve_roster
+from ._run import SwarmRun
+from ._sandbox import check_member_sandboxes
+
+
+@agent
+def swarm(
+    members: Member | Agent | Sequence[Member | Agent],
+    *,
+    controller: str | Controller = "leaderless",
+    channels: str | Channel | Sequence[str | Channel] = ("filesystem",),
+    budget: Budget = Budget(),  # noqa: B008
+) -> Agent:
+    """A swarm of agents working on one sample.
+
+    Each member gets a timeline in the sample named after it, so member names must be unique
+    across the swarm runs and other timelines in a sample. To run swarms more than once in one
+    sample, build them with distinct member names. A member may not be named `init`, `solvers`
+    or `scorers`: Inspect's timelines read spans with those names as the sample's phases.
+
+    Args:
+        members: The roster: built agents or `member()` records. A bare agent is
+            `member(agent)`. A factory-form `member()` may stand for several members (`count`).
+        controller: How the swarm runs: who starts, when and with what input, and when the swarm
+            is done. A name resolves to a registered controller with its default parameters.
+        channels: How members share information. A name resolves to a registered channel with
+            its default parameters. `[]` means none: members get no channel instructions, though
+            a shared sandbox is still shared.
+        budget: The swarm-wide cap.
+    """
+    roster = resolve_roster(_records(members))
+    ctrl = _controller(controller)
+    chans = _channels(channels)
+    swarm_budget = _budget(budget)
+    _check(roster, ctrl, chans, swarm_budget)
+
+    async def execute(state: AgentState) -> AgentState:
+        models = [str(get_model()), *_member_models(roster)]
+        run = SwarmRun(roster, ctrl, chans, swarm_budget, models)
+        return await run.run(state)
+
+    return execute
+
+
+def _records(members: object) -> list[Member]:
+    if isinstance(members, (str, Mapping, Member)) or not isinstance(members, Sequence):
+        members = [members]
+    return [member_from_value(value) for value in members]
+
+
+def _controller(value: object) -> Controller:
+    if isinstance(value, str):
+        value = create_by_name("swarm_controller", value, "swarm(controller=...)")
+    if not isinstance(value, Controller):
+        raise TypeError(
+            f"swarm(controller=...): {value!r} is not a Controller. Pass a registered "
+            'controller\'s name, such as "leaderless", or the object a @swarm_controller '
+            "factory returns."
+        )
+    return value
+
+
+def _channels(value: object) -> list[Channel]:
+    if isinstance(value, (str, Channel)):
+        value = [value]
+    if not isinstance(value, Sequence):
+        raise TypeError(
+            f"swarm(channels=...): {value!r} is not a channel or a list of channels. Pass "
+            '"filesystem", shared_memory(), a list of them, or [] for none.'
+        )
+    channels: list[Channel] = []
+    for item in value:
+        channel = create_by_name("swarm_channel", item, "swarm(channels=...)") if isinstance(
+            item, str
+        ) else item
+        if not isinstance(channel, Channel):
+            raise TypeError(
+                f"swarm(channels=...): {item!r} is not a Channel. Pass a registered channel's "
+                "name or the object a @swarm_channel factory returns."
+            )
+        channels.append(channel)
+    _check_unique_channels(channels)
+    return channels
+
+
+def _check_unique_channels(channels: Sequence[Channel]) -> None:
+    kinds = [registry_unqualified_name(registry_info(ch)) for ch in channels]
+    for attribute, values in (
+        ("kind", kinds),
+        ("name", [ch.name for ch in channels if ch.name is not None]),
+        ("prefix", [ch.prefix for ch in channels if ch.prefix is not None]),
+    ):
+        repeated = sorted({v for v in values if values.count(v) > 1})
+        if repeated:
+            what = "is given more than once" if attribute == "kind" else f"share the {attribute}"
+            raise ValueError(
+                f"swarm(channels=...): channels {repeated!r} {what}. Each channel can be given "
+                "once, and no two channels may share a name or a prefix."
+            )
+
+
+def _budget(value: object) -> Budget:
+    if isinstance(value, Budget):
+        return value
+    if isinstance(value, Mapping):
+        return Budget.model_validate(dict(value))
+    raise TypeError(
+        f"swarm(budget=...): {value!r} is not a Budget. Pass Budget(...), or from the command "
+        "line a mapping such as -S 'budget={time: 600, split: equal}'."
+    )
+
+
+def _check(
+    roster: Sequence[MemberSpec], controller: Controller, channels: Sequence[Channel], budget: Budget
+) -> None:
+    infos = [m.info for m in roster]
+    if controller.check is not None:
+        controller.check(infos)
+    for channel in channels:
+        channel.check(infos)
+    check_split(budget.split, len(roster))
+    check_member_sandboxes(roster)
+    _check_bridged(roster, channels)
+    _check_filesystem(roster, channels)
+
+
+def _check_bridged(roster: Sequence[MemberSpec], channels: Sequence[Channel]) -> None:
+    with_tools = [registry_unqualified_name(registry_info(ch)) for ch in channels if ch.name]
+    bridged = [m.name for m in roster if m.bridged]
+    if with_tools and bridged:
+        raise ValueError(
+            f"swarm(): bridged members {bridged!r} cannot use channels with tools yet, and the "
+            f"swarm has {with_tools!r}. Drop those channels for this arm, or make the members "
+            "native."
+        )
+
+
+def _check_filesystem(roster: Sequence[MemberSpec], channels: Sequence[Channel]) -> None:
+    own = any(m.sandbox is not None for m in roster)
+    for channel in channels:
+        if not isinstance(channel, FilesystemChannel):
+            continue
+        if own and not channel.shared_volume:
+            raise ValueError(
+                "swarm(channels=...): the filesystem channel describes a shared sandbox, and these "
+                "members have their own. Pass channels=[], channels=[shared_memory()] for a "
+                "board, or filesystem(shared_volume=True) for a volume every sandbox mounts."
+            )
+        if not own and channel.shared_volume:
+            raise ValueError(
+                "swarm(channels=...): filesystem(shared_volume=True) is for members with their own "
+                "sandboxes, and these members share the sample's. Use filesystem() instead."
+            )
+
+
+def _member_models(roster: Sequence[MemberSpec]) -> list[str]:
+    # models a member names in its factory arguments; others use the eval's model
+    models: list[str] = []
+    for m in roster:
+        model: Any = m.record.args.get("model")
+        if isinstance(model, (str, Model)):
+            models.append(str(model) if isinstance(model, Model) else model)
+    return models

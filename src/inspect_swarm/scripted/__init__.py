@@ -1,0 +1,24 @@
+"""An offline scripted model for testing swarms (and any other Inspect task).
+
+The model `scripted/<name>` returns, for each member of a swarm, the steps its
+script lists, in order: tool calls such as `submit`, text, stop reasons, delays and
+errors, with fixed token usage and a price. Each (sample, epoch, member) has its own
+step counter, so a run is deterministic per member whatever the interleaving, and
+nothing reaches the network.
+
+From the command line: `inspect eval task.py --model scripted/demo -M script=script.yaml`.
+From Python: `eval(task, model=scripted_model({"members": {"*": [{"submit": "42"}]}}))`.
+"""
+
+from ._model import ScriptError, scripted_model
+from ._script import Script, ScriptPrice, ScriptUsage, Step, StepUsage
+
+__all__ = [
+    "Script",
+    "ScriptError",
+    "ScriptPrice",
+    "ScriptUsage",
+    "Step",
+    "StepUsage",
+    "scripted_model",
+]

@@ -1,0 +1,219 @@
+"""The Swarms API over HTTP (FastAPI): routes, bearer-key auth and JSON errors."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException
+
+from ._engine import Engine, sandbox_object
+from ._schema import ApiError, invalid, parse_start
+
+PROVISION = "provision"
+READ = "read"
+ALL_SCOPES = frozenset({READ, PROVISION})
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: an account and what its key may do."""
+
+    account: str
+    scopes: frozenset[str]
+
+
+class Keys:
+    """The bearer keys this server accepts: its own keys, and open leases' `mlk_` keys."""
+
+    def __init__(self, keys: Mapping[str, frozenset[str]], engine: Engine) -> None:
+        self._keys = dict(keys)
+        self._engine = engine
+
+    def principal(self, request: Request, scope: str) -> Principal:
+        """Authenticate the request and check that its key has `scope`."""
+        header = request.headers.get("authorization", "")
+        kind, _, key = header.partition(" ")
+        if kind.lower() != "bearer" or not key.strip():
+            raise ApiError(401, "unauthorized", "missing API key: send Authorization: Bearer <key>")
+        key = key.strip()
+        if key in self._keys:
+            principal = Principal(account_of(key), self._keys[key])
+        elif (lease := self._engine.store.lease_by_key(key)) is not None:
+            principal = Principal(lease.account, ALL_SCOPES)
+        else:
+            raise ApiError(401, "unauthorized", "unknown API key")
+        if scope not in principal.scopes:
+            raise ApiError(
+                403, "insufficient_scope", f"this API key lacks the {scope!r} scope needed here"
+            )
+        return principal
+
+
+def account_of(key: str) -> str:
+    """The account a server key stands for (one account per key)."""
+    return "acct_" + hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
+def _error(ex: ApiError) -> JSONResponse:
+    return JSONResponse(ex.body(), status_code=ex.status, headers=ex.headers)
+
+
+def create_app(engine: Engine, keys: Mapping[str, frozenset[str]]) -> FastAPI:
+    """The FastAPI application of one swarm server (its scheduler runs in the lifespan)."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        async with anyio.create_task_group() as tg:
+            await tg.start(engine.serve)
+            yield
+            tg.cancel_scope.cancel()
+
+    app = FastAPI(
+        title="inspect-swarm server",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    auth = Keys(keys, engine)
+    store = engine.store
+
+    @app.exception_handler(ApiError)
+    async def api_error(_: Request, ex: ApiError) -> JSONResponse:
+        return _error(ex)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(_: Request, ex: HTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(ex.status_code, "http_error")
+        return _error(ApiError(ex.status_code, code, str(ex.detail)))
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, ex: RequestValidationError) -> JSONResponse:
+        first = ex.errors()[0]
+        field = ".".join(str(p) for p in first["loc"][1:]) or "body"
+        return _error(invalid(field, first["msg"]))
+
+    @app.exception_handler(Exception)
+    async def internal_error(_: Request, ex: Exception) -> JSONResponse:
+        return _error(ApiError(500, "internal_error", f"internal error ({type(ex).__name__})"))
+
+    def run_row(run_id: str, account: str) -> Any:
+        row = store.run(run_id, account)
+        if row is None:
+            raise ApiError(404, "not_found", f"no swarm run {run_id!r}")
+        return row
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, Any]:
+        return {
+            "status": "ok",
+            "isolation": engine.host.describe(),
+            "maxRunning": engine.max_running,
+        }
+
+    @app.post("/api/swarms")
+    async def start(request: Request) -> JSONResponse:
+        who = auth.principal(request, PROVISION)
+        raw = await _json(request)
+        body = parse_start(raw)
+        key = request.headers.get("idempotency-key") or None
+        run, created = engine.start(who.account, raw, body, key)
+        return JSONResponse(run, status_code=201 if created else 200)
+
+    @app.get("/api/swarms")
+    async def list_runs(request: Request) -> dict[str, Any]:
+        who = auth.principal(request, READ)
+        return {"swarms": [engine.run_object(r, False) for r in store.runs(who.account)]}
+
+    @app.get("/api/swarms/access")
+    async def access(request: Request) -> dict[str, Any]:
+        auth.principal(request, READ)
+        allowed = engine.settings.plan == "scale"
+        return {
+            "access": allowed,
+            "plan": engine.settings.plan,
+            "maxSandboxesPerRun": engine.settings.max_sandboxes,
+            "reason": None if allowed else "this server does not offer Swarms (plan none)",
+        }
+
+    @app.get("/api/swarms/{run_id}")
+    async def get_run(run_id: str, request: Request) -> dict[str, Any]:
+        who = auth.principal(request, READ)
+        return engine.run_object(run_row(run_id, who.account))
+
+    @app.get("/api/swarms/{run_id}/results")
+    async def results(run_id: str, request: Request) -> Response:
+        who = auth.principal(request, READ)
+        run_row(run_id, who.account)
+        lines = [json.dumps(sandbox_object(s)) + "\n" for s in store.sandboxes(run_id)]
+        return Response("".join(lines), media_type="application/x-ndjson")
+
+    @app.post("/api/swarms/{run_id}/cancel")
+    async def cancel(run_id: str, request: Request) -> dict[str, Any]:
+        who = auth.principal(request, PROVISION)
+        run_row(run_id, who.account)
+        engine.cancel(run_id)
+        return engine.run_object(run_row(run_id, who.account))
+
+    @app.get("/v1/servers")
+    async def servers(request: Request) -> dict[str, Any]:
+        who = auth.principal(request, READ)
+        lease = store.open_lease()
+        mine = lease is not None and lease.account == who.account
+        state = "available" if lease is None else "yours" if mine else "busy"
+        return {
+            "servers": [
+                {
+                    "id": "local",
+                    "state": state,
+                    "memoryGib": engine.settings.memory_gib,
+                    "isolation": engine.host.describe(),
+                }
+            ],
+            "lease": engine.lease_object(lease, True) if mine and lease else None,
+            "eligible": engine.settings.plan == "scale",
+        }
+
+    @app.post("/v1/servers/lease")
+    async def lease(request: Request) -> JSONResponse:
+        who = auth.principal(request, PROVISION)
+        held, created = engine.lease(who.account)
+        return JSONResponse(engine.lease_object(held, True), status_code=201 if created else 200)
+
+    @app.delete("/v1/servers/lease")
+    async def release(request: Request) -> dict[str, Any]:
+        who = auth.principal(request, PROVISION)
+        held = store.open_lease()
+        if held is None or held.account != who.account:
+            raise ApiError(404, "no_lease", "you do not rent this server")
+        engine.release(held, "released")
+        ended = store.lease(held.id)
+        assert ended is not None
+        return engine.lease_object(ended, True)
+
+    @app.get("/v1/sandboxes/{sandbox_id}")
+    async def sandbox(sandbox_id: str, request: Request) -> dict[str, Any]:
+        who = auth.principal(request, READ)
+        row = store.sandbox(sandbox_id)
+        if row is None or store.run(row["run_id"], who.account) is None:
+            raise ApiError(404, "not_found", f"no sandbox {sandbox_id!r}")
+        return {**sandbox_object(row), "swarmId": row["run_id"]}
+
+    return app
+
+
+async def _json(request: Request) -> Any:
+    data = await request.body()
+    try:
+        return json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as ex:
+        raise invalid("body", f"not valid JSON ({ex})") from None

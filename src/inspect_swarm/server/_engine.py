@@ -1,0 +1,581 @@
+"""The swarm engine: starts runs, schedules their sandboxes by memory, and holds the lease.
+
+One event loop owns all state: a start checks and records a run without awaiting, so racing
+identical starts create exactly one run. Sandboxes start first in, first out across runs, as
+long as the run's concurrency and the server's memory allow; each runs in its own task.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+import shlex
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import anyio
+from anyio.abc import TaskGroup
+
+from ._cgroups import Limits
+from ._isolation import Sandbox, SandboxError, SandboxHost
+from ._process import ChildProcess
+from ._schema import RESULT_BYTES, TAIL_BYTES, ApiError, Size, StartBody, body_hash, invalid
+from ._store import ENDED, Lease, Store
+
+GIB = 1024**3
+RECORDS_KEPT_SECONDS = 7 * 24 * 3600
+_TEMPLATES = ("base", "python", "code-interpreter")
+_DRAIN_SECONDS = 0.5
+_TICK_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Limits and timings of one server."""
+
+    memory_gib: int
+    max_sandboxes: int = 5000
+    min_timeout: int = 10
+    max_timeout: int = 21600
+    default_timeout: int = 600
+    idle_release: float = 600.0
+    stuck_timeout: float = 900.0
+    plan: Literal["scale", "none"] = "scale"
+
+
+@dataclass
+class _Run:
+    """What the scheduler keeps in memory about an unfinished run."""
+
+    id: str
+    lease_id: str
+    count: int
+    concurrency: int
+    memory_gb: int
+    vcpus: int
+    spec: dict[str, Any]
+    queue: deque[int]
+    active: dict[int, anyio.CancelScope] = field(default_factory=dict)
+    last_start: float = field(default_factory=time.monotonic)
+    waiting_reason: str | None = None
+    ending: tuple[str, str] = ("cancelled", "cancelled")
+    """The status and reason of sandboxes stopped by `_end_run`."""
+
+
+def iso(timestamp: float | None) -> str | None:
+    """A UNIX time as ISO 8601 (UTC), or None."""
+    if timestamp is None:
+        return None
+    return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
+
+
+def sandbox_argv(command: str | list[str], args: list[str]) -> list[str]:
+    """The command line of one sandbox: a shell string with `args` quoted on, or an argv."""
+    if isinstance(command, str):
+        return ["/bin/sh", "-c", " ".join([command, *map(shlex.quote, args)])]
+    return [*command, *args]
+
+
+class Engine:
+    """Runs, sandboxes and the lease of one swarm server."""
+
+    def __init__(self, store: Store, host: SandboxHost, settings: Settings) -> None:
+        self.store = store
+        self.host = host
+        self.settings = settings
+        self.url = ""
+        self.max_running = 0
+        self._runs: dict[str, _Run] = {}
+        self._booked_gb = 0
+        self._running = 0
+        self._wakeup = anyio.Event()
+        self._tg: TaskGroup | None = None
+        self._idle_since: float | None = None
+        self._recover()
+
+    # recovery
+
+    def _recover(self) -> None:
+        self.store.fail_interrupted("server restarted while the sandbox was running")
+        self.host.reap_leftovers()
+        self.store.purge(time.time() - RECORDS_KEPT_SECONDS)
+        for row in self.store.unfinished_runs():
+            spec = json.loads(row["spec"])
+            queued = [r["idx"] for r in self.store.sandboxes(row["id"], "queued")]
+            size = spec["size"]
+            self._runs[row["id"]] = _Run(
+                row["id"],
+                row["lease_id"],
+                row["count"],
+                row["concurrency"],
+                size["memoryGb"],
+                size["vcpus"],
+                spec,
+                deque(queued),
+            )
+            self._maybe_complete(row["id"])
+
+    # starting
+
+    def start(
+        self, account: str, raw: dict[str, Any], body: StartBody, key: str | None
+    ) -> tuple[dict[str, Any], bool]:
+        """Start a run; (run, False) when the idempotency key already started it."""
+        key = key or body.idempotencyKey
+        digest = body_hash(raw)
+        if key is not None and (seen := self.store.idempotent(account, key)) is not None:
+            if seen["body_hash"] != digest:
+                raise ApiError(
+                    409,
+                    "idempotency_conflict",
+                    f"Idempotency-Key {key!r} was used with a different body; "
+                    "use a new key for a new run",
+                )
+            row = self.store.run(seen["run_id"])
+            assert row is not None
+            return self.run_object(row), False
+        self._check_start(body)
+        lease, _ = self.lease(account)
+        inputs = _inputs(body)
+        concurrency = body.concurrency or self._max_concurrency(body.size)
+        run_id = uuid.uuid4().hex
+        spec = {
+            "command": body.command,
+            "size": body.size.wire(),
+            "timeoutSeconds": body.timeoutSeconds or self.settings.default_timeout,
+            "template": body.template or "base",
+            "resultPath": body.resultPath,
+        }
+        run = {
+            "id": run_id,
+            "account": account,
+            "lease_id": lease.id,
+            "name": body.name,
+            "spec": spec,
+            "concurrency": concurrency,
+            "created_at": time.time(),
+        }
+        sandbox_ids = [_sandbox_id() for _ in inputs]
+        self.store.insert_run(
+            run, inputs, sandbox_ids, None if key is None else (account, key, digest)
+        )
+        self._runs[run_id] = _Run(
+            run_id,
+            lease.id,
+            len(inputs),
+            concurrency,
+            body.size.memoryGb,
+            body.size.vcpus,
+            spec,
+            deque(range(len(inputs))),
+        )
+        self._idle_since = None
+        self._wake()
+        row = self.store.run(run_id)
+        assert row is not None
+        return self.run_object(row), True
+
+    def _max_concurrency(self, size: Size) -> int:
+        return self.settings.memory_gib // size.memoryGb
+
+    def _check_start(self, body: StartBody) -> None:
+        s = self.settings
+        if s.plan == "none":
+            raise ApiError(402, "plan_required", "this server does not offer Swarms (plan none)")
+        count = body.count if body.count is not None else len(body.inputs or [])
+        if count > s.max_sandboxes:
+            raise ApiError(
+                403,
+                "swarm_too_large",
+                f"count: {count} sandboxes is over this server's limit of "
+                f"{s.max_sandboxes} per run; split the job",
+                field="count",
+            )
+        timeout = body.timeoutSeconds
+        if timeout is not None and not s.min_timeout <= timeout <= s.max_timeout:
+            raise invalid(
+                "timeoutSeconds",
+                f"must be {s.min_timeout} to {s.max_timeout} seconds, got {timeout}",
+            )
+        if body.size.memoryGb > s.memory_gib:
+            raise invalid(
+                "size.memoryGb",
+                f"{body.size.memoryGb} GB does not fit in this "
+                f"server's {s.memory_gib} GiB; ask for less memory",
+            )
+        most = self._max_concurrency(body.size)
+        if body.concurrency is not None and body.concurrency > most:
+            raise invalid(
+                "concurrency",
+                f"at most {most} sandboxes of {body.size.memoryGb} GB "
+                f"fit in {s.memory_gib} GiB, got {body.concurrency}",
+            )
+        if body.image is not None:
+            raise ApiError(
+                400,
+                "image_unsupported",
+                f"image: this server has no image registry (got {body.image!r}); "
+                f"use template, one of {', '.join(_TEMPLATES)}",
+                field="image",
+            )
+        if body.template is not None and body.template not in _TEMPLATES:
+            raise ApiError(
+                400,
+                "template_not_found",
+                f"template: unknown template {body.template!r}; this server has "
+                f"{', '.join(_TEMPLATES)}",
+                field="template",
+            )
+
+    # cancelling
+
+    def cancel(self, run_id: str) -> None:
+        """Cancel a run: queued never start, running stop, finished keep their results."""
+        self._end_run(run_id, "cancelled", "cancelled")
+
+    def _end_run(self, run_id: str, status: str, reason: str) -> None:
+        run = self._runs.get(run_id)
+        if run is None:
+            return
+        run.queue.clear()
+        run.ending = (status, reason)
+        self.store.end_sandboxes(run_id, "queued", status, reason)
+        for scope in run.active.values():
+            scope.cancel()
+        self._maybe_complete(run_id)
+        self._wake()
+
+    # leases
+
+    def lease(self, account: str) -> tuple[Lease, bool]:
+        """The account's open lease, made if the server is free; (lease, created)."""
+        current = self.store.open_lease()
+        if current is not None and current.account != account:
+            raise ApiError(
+                409,
+                "server_busy",
+                "another account rents this swarm server; try again in a few minutes",
+            )
+        if current is not None:
+            return current, False
+        if self.settings.plan == "none":
+            raise ApiError(402, "plan_required", "this server does not offer Swarms (plan none)")
+        lease = Lease(
+            f"lease-{uuid.uuid4().hex[:12]}",
+            account,
+            f"mlk_{secrets.token_urlsafe(24)}",
+            time.time(),
+            None,
+            None,
+        )
+        self.store.insert_lease(lease)
+        self._idle_since = time.monotonic()
+        return lease, True
+
+    def release(self, lease: Lease, reason: str) -> None:
+        """End a lease and every sandbox on it."""
+        self.store.release_lease(lease.id, reason)
+        for run in [r for r in self._runs.values() if r.lease_id == lease.id]:
+            self._end_run(run.id, "cancelled", f"lease {reason}: every sandbox on it ended")
+
+    def lease_env(self, lease: Lease) -> dict[str, str]:
+        """The variables every sandbox on the lease gets."""
+        domain = self.url.split("://", 1)[-1]
+        return {
+            "MARITIME_API_KEY": lease.api_key,
+            "E2B_API_KEY": lease.api_key,
+            "MARITIME_API_URL": self.url,
+            "E2B_DOMAIN": domain,
+            "E2B_API_URL": self.url,
+            "E2B_SANDBOX_URL": self.url,
+            "MARITIME_SERVER_LEASE_ID": lease.id,
+        }
+
+    def lease_object(self, lease: Lease, mine: bool) -> dict[str, Any]:
+        """A lease as the API shows it (key and variables only to its own account)."""
+        is_open = lease.released_at is None
+        obj: dict[str, Any] = {
+            "id": lease.id,
+            "server": "local",
+            "memoryGib": self.settings.memory_gib,
+            "memoryUsedGib": self._booked_gb if is_open else 0,
+            "sandboxes": self._running if is_open else 0,
+            "pricePerMinuteUsd": 0.0,
+            "startedAt": iso(lease.started_at),
+            "releasedAt": iso(lease.released_at),
+            "releaseReason": lease.release_reason,
+        }
+        if mine and is_open:
+            obj["apiKey"] = lease.api_key
+            obj["env"] = self.lease_env(lease)
+        return obj
+
+    # views
+
+    def run_object(self, row: Any, sandboxes: bool = True) -> dict[str, Any]:
+        """A run as `GET /api/swarms/{id}` shows it."""
+        spec = json.loads(row["spec"])
+        counts = self.store.counts(row["id"])
+        end = row["ended_at"] or time.time()
+        obj: dict[str, Any] = {
+            "id": row["id"],
+            "name": row["name"],
+            "status": row["status"],
+            "count": row["count"],
+            "size": spec["size"],
+            "concurrency": row["concurrency"],
+            "counts": counts,
+            "done": sum(counts[s] for s in ENDED),
+            "waitingReason": row["waiting_reason"],
+            "error": row["error"],
+            "durationSeconds": round(end - row["created_at"], 3),
+            "estimatedCostCents": 0,
+            "command": spec["command"],
+            "timeoutSeconds": spec["timeoutSeconds"],
+            "template": spec["template"],
+            "resultPath": spec["resultPath"],
+            "createdAt": iso(row["created_at"]),
+            "endedAt": iso(row["ended_at"]),
+            "leaseId": row["lease_id"],
+            "isolation": self.host.describe(),
+        }
+        if sandboxes:
+            obj["sandboxes"] = [sandbox_object(s) for s in self.store.sandboxes(row["id"])]
+        return obj
+
+    # the scheduler
+
+    async def serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """Run the scheduler until cancelled (sandboxes run as children of this task)."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            task_status.started()
+            while True:
+                self._dispatch()
+                self._check_stuck()
+                self._check_idle()
+                with anyio.move_on_after(_TICK_SECONDS):
+                    await self._wakeup.wait()
+                self._wakeup = anyio.Event()
+
+    def _wake(self) -> None:
+        self._wakeup.set()
+
+    def _dispatch(self) -> None:
+        assert self._tg is not None
+        total = self.settings.memory_gib
+        blocked: str | None = None
+        for run in list(self._runs.values()):
+            reason = blocked
+            while blocked is None and run.queue and len(run.active) < run.concurrency:
+                if self._booked_gb + run.memory_gb > total:
+                    blocked = reason = (
+                        f"swarm server memory full: {self._booked_gb}/{total} GiB booked"
+                    )
+                    break
+                self._launch(run, run.queue.popleft())
+            self._set_waiting(run, reason if run.queue else None)
+
+    def _set_waiting(self, run: _Run, reason: str | None) -> None:
+        if reason != run.waiting_reason:
+            run.waiting_reason = reason
+            self.store.update_run(run.id, waiting_reason=reason)
+
+    def _launch(self, run: _Run, idx: int) -> None:
+        assert self._tg is not None
+        scope = anyio.CancelScope()
+        run.active[idx] = scope
+        run.last_start = time.monotonic()
+        self._booked_gb += run.memory_gb
+        self._running += 1
+        self.max_running = max(self.max_running, self._running)
+        self.store.update_sandbox(run.id, idx, status="booting", started_at=time.time())
+        self.store.update_run(run.id, status="running")
+        self._tg.start_soon(self._sandbox_task, run, idx, scope)
+
+    def _check_stuck(self) -> None:
+        limit = self.settings.stuck_timeout
+        for run in list(self._runs.values()):
+            if run.queue and not run.active and time.monotonic() - run.last_start > limit:
+                reason = run.waiting_reason or "no sandbox could start"
+                self._end_run(run.id, "failed", f"could not start for {limit:g}s: {reason}")
+
+    def _check_idle(self) -> None:
+        lease = self.store.open_lease()
+        if lease is None:
+            return
+        if any(r.lease_id == lease.id for r in self._runs.values()):
+            self._idle_since = None
+            return
+        now = time.monotonic()
+        if self._idle_since is None:
+            self._idle_since = now
+        elif now - self._idle_since >= self.settings.idle_release:
+            self.release(lease, "idle")
+
+    def _maybe_complete(self, run_id: str) -> None:
+        run = self._runs.get(run_id)
+        if run is None or run.queue or run.active:
+            return
+        del self._runs[run_id]
+        self.store.update_run(run_id, status="completed", waiting_reason=None, ended_at=time.time())
+
+    # one sandbox
+
+    async def _sandbox_task(self, run: _Run, idx: int, scope: anyio.CancelScope) -> None:
+        outcome: dict[str, Any] = {"status": "failed", "error": "server stopped"}
+        try:
+            with scope:
+                outcome = await self._execute(run, idx)
+            if scope.cancelled_caught:
+                status, reason = run.ending
+                outcome = {"status": status, "error": reason}
+        finally:
+            outcome.setdefault("ended_at", time.time())
+            self.store.update_sandbox(run.id, idx, **outcome)
+            del run.active[idx]
+            self._booked_gb -= run.memory_gb
+            self._running -= 1
+            self._maybe_complete(run.id)
+            self._wake()
+
+    async def _execute(self, run: _Run, idx: int) -> dict[str, Any]:
+        row = self.store.sandbox_at(run.id, idx)
+        item = json.loads(row["input"])
+        size = run.spec["size"]
+        try:
+            sandbox = await self.host.create(
+                row["sandbox_id"], Limits(size["memoryGb"] * GIB, size["vcpus"])
+            )
+        except (SandboxError, OSError) as ex:
+            return {"status": "failed", "error": f"boot failed: {ex}"}
+        try:
+            return await self._command(run, idx, sandbox, item)
+        finally:
+            await sandbox.close()
+
+    async def _command(
+        self, run: _Run, idx: int, sandbox: Sandbox, item: dict[str, Any]
+    ) -> dict[str, Any]:
+        spec = run.spec
+        for path, content in item["files"].items():
+            try:
+                sandbox.write_file(path, content.encode())
+            except OSError as ex:
+                return {"status": "failed", "error": f"boot failed: cannot write {path}: {ex}"}
+        self.store.update_sandbox(run.id, idx, status="running")
+        lease = self.store.lease(run.lease_id)
+        assert lease is not None
+        env = {
+            **self.lease_env(lease),
+            "MARITIME_SWARM_INDEX": str(idx),
+            "MARITIME_SWARM_COUNT": str(run.count),
+            "MARITIME_SWARM_ID": run.id,
+            **item["env"],
+        }
+        process = sandbox.exec(sandbox_argv(spec["command"], item["args"]), env)
+        tails = {"stdout": bytearray(), "stderr": bytearray()}
+        timeout = spec["timeoutSeconds"]
+        with anyio.move_on_after(timeout) as deadline:
+            code = await _follow(process, tails)
+        outcome: dict[str, Any] = {
+            "stdout_tail": tails["stdout"].decode(errors="replace"),
+            "stderr_tail": tails["stderr"].decode(errors="replace"),
+        }
+        if deadline.cancelled_caught:
+            return {**outcome, "status": "failed", "error": f"timeout after {timeout}s"}
+        outcome["exit_code"] = code if code >= 0 else 128 - code
+        if sandbox.oom_killed():
+            return {**outcome, "status": "failed", "error": f"out of memory ({size_gb(spec)} GiB)"}
+        if code != 0:
+            why = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+            return {**outcome, "status": "failed", "error": why}
+        return {**outcome, **_read_result(sandbox, spec["resultPath"])}
+
+
+def size_gb(spec: dict[str, Any]) -> int:
+    """The memory of one sandbox of the run, in GB."""
+    return int(spec["size"]["memoryGb"])
+
+
+async def _follow(process: ChildProcess, tails: dict[str, bytearray]) -> int:
+    """Keep the last bytes of stdout and stderr until the process exits; its exit status."""
+
+    drained = [anyio.Event(), anyio.Event()]
+
+    async def collect(stream: str, done: anyio.Event) -> None:
+        tail = tails[stream]
+        async for chunk in process.chunks(stream):
+            tail += chunk
+            del tail[:-TAIL_BYTES]
+        done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(collect, "stdout", drained[0])
+        tg.start_soon(collect, "stderr", drained[1])
+        code = await process.wait()
+        # output still in the pipes comes within moments; children holding them open do not
+        with anyio.move_on_after(_DRAIN_SECONDS):
+            for done in drained:
+                await done.wait()
+        tg.cancel_scope.cancel()
+    return code
+
+
+def _read_result(sandbox: Sandbox, path: str | None) -> dict[str, Any]:
+    outcome: dict[str, Any] = {"status": "succeeded", "error": None}
+    if path is None:
+        return outcome
+    try:
+        data = sandbox.read_file(path, RESULT_BYTES)
+    except FileNotFoundError:
+        return {**outcome, "error": f"resultPath {path} was not written"}
+    except OSError as ex:
+        return {**outcome, "error": f"resultPath {path}: {ex}"}
+    if len(data) > RESULT_BYTES:
+        return {"status": "failed", "error": f"result at {path} is over the 64 KB limit"}
+    try:
+        return {**outcome, "result": data.decode()}
+    except UnicodeDecodeError:
+        return {**outcome, "result": base64.b64encode(data).decode(), "result_encoding": "base64"}
+
+
+def _inputs(body: StartBody) -> list[dict[str, Any]]:
+    items = body.inputs if body.inputs is not None else [None] * (body.count or 0)
+    return [
+        {
+            "args": item.args if item else [],
+            "env": {**body.env, **(item.env if item else {})},
+            "files": {**body.files, **(item.files if item else {})},
+        }
+        for item in items
+    ]
+
+
+def _sandbox_id() -> str:
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+    return "sbx-" + "".join(secrets.choice(alphabet) for _ in range(10))
+
+
+def sandbox_object(row: Any) -> dict[str, Any]:
+    """One sandbox as the API shows it (a line of the results JSONL)."""
+    obj: dict[str, Any] = {
+        "index": row["idx"],
+        "status": row["status"],
+        "sandboxId": row["sandbox_id"],
+        "exitCode": row["exit_code"],
+        "stdoutTail": row["stdout_tail"],
+        "stderrTail": row["stderr_tail"],
+        "result": row["result"],
+        "error": row["error"],
+        "startedAt": iso(row["started_at"]),
+        "endedAt": iso(row["ended_at"]),
+    }
+    if row["result_encoding"]:
+        obj["resultEncoding"] = row["result_encoding"]
+    return obj

@@ -1,0 +1,160 @@
+"""Host child processes on anyio: spawn with a pre-exec hook, stream output, wait on a pidfd.
+
+anyio's own `open_process` has no pre-exec hook, and sandboxes need one: the child must join
+its cgroups and ask to be killed with the server (PR_SET_PDEATHSIG) before it execs. Waiting
+on a pidfd and on non-blocking pipes keeps everything on anyio, so asyncio and trio both work.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+
+_PR_SET_PDEATHSIG = 1
+_READ_CHUNK = 65536
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _pre_exec(cgroup_procs: Sequence[Path], die_with_server: bool) -> Callable[[], None]:
+    """The hook run in the child between fork and exec (low-level calls only)."""
+    libc = _libc() if die_with_server else None
+    paths = [str(p) for p in cgroup_procs]
+
+    def hook() -> None:
+        if libc is not None:
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        for path in paths:
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.write(fd, b"0\n")
+            finally:
+                os.close(fd)
+
+    return hook
+
+
+@dataclass(frozen=True)
+class SpawnOptions:
+    """How to start one host process."""
+
+    argv: Sequence[str]
+    env: Mapping[str, str]
+    cwd: str | None = None
+    cgroup_procs: Sequence[Path] = ()
+    """`cgroup.procs` files the child joins before exec."""
+    new_session: bool = True
+    """Own session and process group, so the whole group can be signalled."""
+    stdin: bool = False
+    pass_fds: Sequence[int] = ()
+    die_with_server: bool = True
+
+
+class ChildProcess:
+    """A started host process with non-blocking pipes and a pidfd."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], new_session: bool) -> None:
+        self._popen = popen
+        self._new_session = new_session
+        self._pidfd = os.pidfd_open(popen.pid)
+        for stream in (popen.stdout, popen.stderr, popen.stdin):
+            if stream is not None:
+                os.set_blocking(stream.fileno(), False)
+
+    @property
+    def pid(self) -> int:
+        """The host pid."""
+        return self._popen.pid
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit status once reaped (negative: killed by that signal)."""
+        return self._popen.returncode
+
+    async def wait(self) -> int:
+        """Wait for the process to exit and reap it."""
+        if self._popen.returncode is None:
+            await anyio.wait_readable(self._pidfd)
+            self._popen.wait()
+        return self._popen.returncode
+
+    def signal(self, sig: int = signal.SIGKILL) -> None:
+        """Signal the process (its whole group when it leads a session)."""
+        if self._popen.returncode is not None:
+            return
+        try:
+            if self._new_session:
+                os.killpg(self._popen.pid, sig)
+            else:
+                os.kill(self._popen.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    async def chunks(self, stream: str) -> AsyncIterator[bytes]:
+        """Yield output of `stream` ("stdout" or "stderr") until end of file."""
+        pipe = self._popen.stdout if stream == "stdout" else self._popen.stderr
+        if pipe is None:
+            return
+        fd = pipe.fileno()
+        while True:
+            try:
+                data = os.read(fd, _READ_CHUNK)
+            except BlockingIOError:
+                await anyio.wait_readable(fd)
+                continue
+            if not data:
+                return
+            yield data
+
+    async def write_stdin(self, data: bytes) -> None:
+        """Write all of `data` to the process's stdin."""
+        assert self._popen.stdin is not None, "process started without stdin"
+        fd = self._popen.stdin.fileno()
+        view = memoryview(data)
+        while view:
+            try:
+                written = os.write(fd, view)
+            except BlockingIOError:
+                await anyio.wait_writable(fd)
+                continue
+            view = view[written:]
+
+    def close_stdin(self) -> None:
+        """Close stdin, so the process reads end of file."""
+        if self._popen.stdin is not None and not self._popen.stdin.closed:
+            self._popen.stdin.close()
+
+    def close(self) -> None:
+        """Release the pipes and the pidfd (the process must have been reaped or killed)."""
+        for stream in (self._popen.stdin, self._popen.stdout, self._popen.stderr):
+            if stream is not None and not stream.closed:
+                stream.close()
+        if self._pidfd >= 0:
+            os.close(self._pidfd)
+            self._pidfd = -1
+
+
+def spawn(options: SpawnOptions) -> ChildProcess:
+    """Start a host process (fork and exec happen on the calling thread)."""
+    pipe = subprocess.PIPE
+    popen = subprocess.Popen(
+        list(options.argv),
+        stdin=pipe if options.stdin else subprocess.DEVNULL,
+        stdout=pipe,
+        stderr=pipe,
+        cwd=options.cwd,
+        env=dict(options.env),
+        start_new_session=options.new_session,
+        pass_fds=tuple(options.pass_fds),
+        preexec_fn=_pre_exec(options.cgroup_procs, options.die_with_server),
+    )
+    return ChildProcess(popen, options.new_session)

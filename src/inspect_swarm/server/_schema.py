@@ -1,0 +1,137 @@
+"""The Swarms API's wire format: request bodies, their checks, and error bodies.
+
+Every assumption about details the spec leaves open is made here, once:
+- errors are `{"detail": message, "code": code}` (plus `"field"` for validation), and bad input
+  is 400 `invalid_request`, not FastAPI's 422;
+- run `status` is `queued` (nothing started yet), `running`, then `completed` (also after cancel);
+- `GET /api/swarms` answers `{"swarms": [...]}`, newest first, unpaginated;
+- the stderr tail is `stderrTail`; `result` is UTF-8 text, else base64 with
+  `"resultEncoding": "base64"`; `estimatedCostCents` is 0 on this server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+TAIL_BYTES = 16 * 1024
+RESULT_BYTES = 64 * 1024
+SMALL = (2, 4)
+
+NonEmpty = Annotated[str, StringConstraints(min_length=1)]
+
+
+class ApiError(Exception):
+    """An error answered as JSON with the spec's code and HTTP status."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        detail: str,
+        field: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.code = code
+        self.detail = detail
+        self.field = field
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        """The JSON body of the error."""
+        body: dict[str, Any] = {"detail": self.detail, "code": self.code}
+        if self.field is not None:
+            body["field"] = self.field
+        return body
+
+
+def invalid(field: str, detail: str) -> ApiError:
+    """A 400 `invalid_request` naming the field."""
+    return ApiError(400, "invalid_request", f"{field}: {detail}", field=field)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+
+class Size(_Strict):
+    """The size of every sandbox of a run."""
+
+    vcpus: Literal[1, 2, 4] = 2
+    memoryGb: int = Field(default=4, ge=1, le=8)
+
+    @property
+    def name(self) -> str:
+        """`small` for 2 vCPU and 4 GB, otherwise `custom`."""
+        return "small" if (self.vcpus, self.memoryGb) == SMALL else "custom"
+
+    def wire(self) -> dict[str, Any]:
+        """The run's `size` object."""
+        return {"name": self.name, "vcpus": self.vcpus, "memoryGb": self.memoryGb}
+
+
+class SwarmInput(_Strict):
+    """What one sandbox adds to the run: arguments, variables and files."""
+
+    args: list[str] = []
+    env: dict[str, str] = {}
+    files: dict[str, str] = {}
+
+
+class StartBody(_Strict):
+    """The body of `POST /api/swarms`."""
+
+    command: NonEmpty | Annotated[list[str], Field(min_length=1)]
+    count: int | None = Field(default=None, ge=1)
+    inputs: Annotated[list[SwarmInput], Field(min_length=1)] | None = None
+    env: dict[str, str] = {}
+    files: dict[str, str] = {}
+    size: Size = Size()
+    timeoutSeconds: int | None = None
+    concurrency: int | None = Field(default=None, ge=1)
+    template: NonEmpty | None = None
+    image: NonEmpty | None = None
+    resultPath: NonEmpty | None = None
+    name: str | None = None
+    idempotencyKey: NonEmpty | None = None
+
+
+def parse_start(raw: Any) -> StartBody:
+    """Validate a start body, raising ApiError(400) that names the first bad field."""
+    if not isinstance(raw, dict):
+        raise invalid("body", f"expected a JSON object, got {type(raw).__name__}")
+    try:
+        body = StartBody.model_validate(raw)
+    except ValidationError as ex:
+        error = ex.errors()[0]
+        field = ".".join(str(part) for part in error["loc"]) or "body"
+        got = f" (got {json.dumps(error['input'])[:80]})" if error["type"] != "missing" else ""
+        raise invalid(field, f"{error['msg']}{got}") from None
+    if (body.count is None) == (body.inputs is None):
+        raise invalid("count", "give exactly one of `count` or `inputs`")
+    for where, files in _all_files(body):
+        for path in files:
+            if not path.startswith("/"):
+                raise invalid(where, f"file paths must be absolute, got {path!r}")
+    if body.resultPath is not None and not body.resultPath.startswith("/"):
+        raise invalid("resultPath", f"must be an absolute path, got {body.resultPath!r}")
+    if body.template is not None and body.image is not None:
+        raise invalid("image", "give `template` or `image`, not both")
+    return body
+
+
+def _all_files(body: StartBody) -> list[tuple[str, dict[str, str]]]:
+    found = [("files", body.files)]
+    found += [(f"inputs.{i}.files", item.files) for i, item in enumerate(body.inputs or [])]
+    return found
+
+
+def body_hash(raw: dict[str, Any]) -> str:
+    """A hash of a start body without its idempotency key, to compare retried starts."""
+    canonical = {k: v for k, v in raw.items() if k != "idempotencyKey"}
+    return hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()

@@ -1,0 +1,122 @@
+"""Start a swarm server: bind, make or load a key, print where it is, serve until stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import socket
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import uvicorn
+from fastapi import FastAPI
+
+from ._app import ALL_SCOPES, create_app
+from ._engine import Engine, Settings
+from ._isolation import IsolationConfig, NetworkMode, SandboxHost
+from ._store import Store
+
+DEFAULT_PORT = 8767
+
+
+def default_state_dir() -> Path:
+    """Where the server keeps its database and sandboxes unless told otherwise."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "inspect-swarm"
+
+
+def default_memory_gib() -> int:
+    """Three quarters of this machine's memory, in GiB (at least 1)."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return max(1, int(0.75 * total / 1024**3))
+
+
+@dataclass
+class ServerOptions:
+    """Everything `inspect-swarm server` takes."""
+
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    api_keys: list[str] = field(default_factory=list)
+    memory_gib: int | None = None
+    state_dir: Path | None = None
+    max_sandboxes: int = 5000
+    plan: Literal["scale", "none"] = "scale"
+    min_timeout: int = 10
+    idle_release: float = 600.0
+    stuck_timeout: float = 900.0
+    network: NetworkMode = "none"
+    isolation: Literal["auto", "namespaces", "process"] = "auto"
+    masks: tuple[str, ...] = ()
+    ready_file: Path | None = None
+
+
+def parse_key(spec: str) -> tuple[str, frozenset[str]]:
+    """`KEY` (every scope) or `KEY:scope[,scope]` with scopes from read and provision."""
+    key, _, scopes = spec.rpartition(":")
+    if key and scopes and set(scopes.split(",")) <= ALL_SCOPES:
+        return key, frozenset(scopes.split(","))
+    return spec, ALL_SCOPES
+
+
+def _server_key(state_dir: Path) -> str:
+    """The server's own key, made once and kept in its state directory."""
+    path = state_dir / "api-key"
+    if path.exists():
+        return path.read_text().strip()
+    key = f"isk_{secrets.token_urlsafe(24)}"
+    path.touch(mode=0o600)
+    path.write_text(key + "\n")
+    return key
+
+
+def serve(options: ServerOptions) -> None:
+    """Run the server in the foreground until interrupted."""
+    state_dir = (options.state_dir or default_state_dir()).resolve()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    keys = dict(parse_key(k) for k in options.api_keys)
+    if not keys:
+        keys = {_server_key(state_dir): ALL_SCOPES}
+    sock = socket.socket(socket.AF_INET6 if ":" in options.host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((options.host, options.port))
+    sock.listen(1024)
+    port = sock.getsockname()[1]
+    host = f"[{options.host}]" if ":" in options.host else options.host
+    url = f"http://{host}:{port}"
+    sandbox_host = SandboxHost(
+        IsolationConfig(state_dir, options.isolation, options.network, options.masks)
+    )
+    settings = Settings(
+        memory_gib=options.memory_gib or default_memory_gib(),
+        max_sandboxes=options.max_sandboxes,
+        min_timeout=options.min_timeout,
+        idle_release=options.idle_release,
+        stuck_timeout=options.stuck_timeout,
+        plan=options.plan,
+    )
+    store = Store(state_dir / "swarm.db")
+    engine = Engine(store, sandbox_host, settings)
+    engine.url = url
+    app = create_app(engine, keys)
+    first_key = next(iter(keys))
+    print(f"inspect-swarm server on {url}", flush=True)
+    print(f"  MARITIME_API_URL={url}", flush=True)
+    print(f"  MARITIME_API_KEY={first_key}", flush=True)
+    print(f"  isolation: {sandbox_host.describe()['note']}", flush=True)
+    if options.ready_file is not None:
+        options.ready_file.write_text(json.dumps({"url": url, "apiKey": first_key}))
+    _run(app, sock)
+    store.close()
+
+
+def _run(app: FastAPI, sock: socket.socket) -> None:
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
+    try:
+        asyncio.run(uvicorn.Server(config).serve(sockets=[sock]))
+    except KeyboardInterrupt:
+        sys.exit(130)

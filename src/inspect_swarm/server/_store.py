@@ -1,0 +1,282 @@
+"""Durable state in SQLite: runs, sandboxes, results, idempotency keys and leases.
+
+Every change is committed at once (WAL, synchronous=NORMAL), so a server killed at any point
+restarts with everything that had finished. The server's event loop is the only writer.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY, seq INTEGER NOT NULL, account TEXT NOT NULL, lease_id TEXT NOT NULL,
+    name TEXT, spec TEXT NOT NULL, count INTEGER NOT NULL, concurrency INTEGER NOT NULL,
+    status TEXT NOT NULL, waiting_reason TEXT, error TEXT,
+    created_at REAL NOT NULL, ended_at REAL
+);
+CREATE TABLE IF NOT EXISTS sandboxes (
+    run_id TEXT NOT NULL, idx INTEGER NOT NULL, sandbox_id TEXT NOT NULL UNIQUE,
+    status TEXT NOT NULL, input TEXT NOT NULL, exit_code INTEGER,
+    stdout_tail TEXT, stderr_tail TEXT, result TEXT, result_encoding TEXT, error TEXT,
+    started_at REAL, ended_at REAL, PRIMARY KEY (run_id, idx)
+);
+CREATE TABLE IF NOT EXISTS idempotency (
+    account TEXT NOT NULL, key TEXT NOT NULL, body_hash TEXT NOT NULL, run_id TEXT NOT NULL,
+    created_at REAL NOT NULL, PRIMARY KEY (account, key)
+);
+CREATE TABLE IF NOT EXISTS leases (
+    id TEXT PRIMARY KEY, account TEXT NOT NULL, api_key TEXT NOT NULL UNIQUE,
+    started_at REAL NOT NULL, released_at REAL, release_reason TEXT
+);
+CREATE INDEX IF NOT EXISTS sandboxes_status ON sandboxes (status);
+"""
+
+ACTIVE = ("booting", "running")
+ENDED = ("succeeded", "failed", "cancelled")
+STATUSES = ("queued", "booting", "running", "succeeded", "failed", "cancelled")
+
+
+@dataclass(frozen=True)
+class Lease:
+    """An open or ended lease of this server by one account."""
+
+    id: str
+    account: str
+    api_key: str
+    started_at: float
+    released_at: float | None
+    release_reason: str | None
+
+
+class Store:
+    """The server's SQLite database."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        """Close the database."""
+        self._db.close()
+
+    def _write(self, sql: str, params: Iterable[Any] = ()) -> None:
+        self._db.execute(sql, tuple(params))
+
+    # runs
+
+    def insert_run(
+        self,
+        run: dict[str, Any],
+        inputs: list[dict[str, Any]],
+        sandbox_ids: list[str],
+        idempotency: tuple[str, str, str] | None,
+    ) -> None:
+        """Add a run with its queued sandboxes (and its idempotency key) in one transaction."""
+        with self._db:
+            self._db.execute("BEGIN")
+            seq = self._db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM runs").fetchone()[0]
+            self._write(
+                "INSERT INTO runs (id, seq, account, lease_id, name, spec, count, concurrency,"
+                " status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?)",
+                (
+                    run["id"],
+                    seq,
+                    run["account"],
+                    run["lease_id"],
+                    run["name"],
+                    json.dumps(run["spec"]),
+                    len(inputs),
+                    run["concurrency"],
+                    run["created_at"],
+                ),
+            )
+            self._db.executemany(
+                "INSERT INTO sandboxes (run_id, idx, sandbox_id, status, input)"
+                " VALUES (?, ?, ?, 'queued', ?)",
+                [
+                    (run["id"], i, sid, json.dumps(item))
+                    for i, (sid, item) in enumerate(zip(sandbox_ids, inputs, strict=True))
+                ],
+            )
+            if idempotency is not None:
+                account, key, digest = idempotency
+                self._write(
+                    "INSERT INTO idempotency VALUES (?, ?, ?, ?, ?)",
+                    (account, key, digest, run["id"], run["created_at"]),
+                )
+
+    def run(self, run_id: str, account: str | None = None) -> sqlite3.Row | None:
+        """One run (of `account`, when given)."""
+        row: sqlite3.Row | None = self._db.execute(
+            "SELECT * FROM runs WHERE id = ?", (run_id,)
+        ).fetchone()
+        if row is None or (account is not None and row["account"] != account):
+            return None
+        return row
+
+    def runs(self, account: str | None = None) -> list[sqlite3.Row]:
+        """Runs, newest first (every account's when `account` is None)."""
+        if account is None:
+            return self._db.execute("SELECT * FROM runs ORDER BY seq DESC").fetchall()
+        return self._db.execute(
+            "SELECT * FROM runs WHERE account = ? ORDER BY seq DESC", (account,)
+        ).fetchall()
+
+    def update_run(self, run_id: str, **fields: Any) -> None:
+        """Set fields of a run."""
+        names = ", ".join(f"{name} = ?" for name in fields)
+        self._write(f"UPDATE runs SET {names} WHERE id = ?", (*fields.values(), run_id))
+
+    def counts(self, run_id: str) -> dict[str, int]:
+        """How many of the run's sandboxes are in each status."""
+        counts = dict.fromkeys(STATUSES, 0)
+        for status, n in self._db.execute(
+            "SELECT status, COUNT(*) FROM sandboxes WHERE run_id = ? GROUP BY status", (run_id,)
+        ):
+            counts[status] = n
+        return counts
+
+    # sandboxes
+
+    def sandboxes(self, run_id: str, status: str | None = None) -> list[sqlite3.Row]:
+        """The run's sandboxes in input order (only those in `status`, when given)."""
+        if status is None:
+            return self._db.execute(
+                "SELECT * FROM sandboxes WHERE run_id = ? ORDER BY idx", (run_id,)
+            ).fetchall()
+        return self._db.execute(
+            "SELECT * FROM sandboxes WHERE run_id = ? AND status = ? ORDER BY idx",
+            (run_id, status),
+        ).fetchall()
+
+    def sandbox_at(self, run_id: str, idx: int) -> sqlite3.Row:
+        """The sandbox of a run at input index `idx`."""
+        row: sqlite3.Row = self._db.execute(
+            "SELECT * FROM sandboxes WHERE run_id = ? AND idx = ?", (run_id, idx)
+        ).fetchone()
+        return row
+
+    def sandbox(self, sandbox_id: str) -> sqlite3.Row | None:
+        """One sandbox by its `sbx-` id."""
+        row: sqlite3.Row | None = self._db.execute(
+            "SELECT * FROM sandboxes WHERE sandbox_id = ?", (sandbox_id,)
+        ).fetchone()
+        return row
+
+    def update_sandbox(self, run_id: str, idx: int, **fields: Any) -> None:
+        """Set fields of a sandbox."""
+        names = ", ".join(f"{name} = ?" for name in fields)
+        self._write(
+            f"UPDATE sandboxes SET {names} WHERE run_id = ? AND idx = ?",
+            (*fields.values(), run_id, idx),
+        )
+
+    def end_sandboxes(self, run_id: str, from_status: str, status: str, error: str) -> int:
+        """End every sandbox of a run in `from_status`; how many there were."""
+        cursor = self._db.execute(
+            "UPDATE sandboxes SET status = ?, error = ?, ended_at = ?"
+            " WHERE run_id = ? AND status = ?",
+            (status, error, time.time(), run_id, from_status),
+        )
+        return cursor.rowcount
+
+    def fail_interrupted(self, reason: str) -> None:
+        """Fail every sandbox that was booting or running when the server stopped."""
+        self._write(
+            "UPDATE sandboxes SET status = 'failed', error = ?, ended_at = ?"
+            " WHERE status IN ('booting', 'running')",
+            (reason, time.time()),
+        )
+
+    def unfinished_runs(self) -> list[sqlite3.Row]:
+        """Runs not yet completed, oldest first."""
+        return self._db.execute(
+            "SELECT * FROM runs WHERE status != 'completed' ORDER BY seq"
+        ).fetchall()
+
+    def purge(self, before: float) -> None:
+        """Forget runs (and their sandboxes and keys) that ended before `before`."""
+        with self._db:
+            self._db.execute("BEGIN")
+            old = [
+                r[0]
+                for r in self._db.execute(
+                    "SELECT id FROM runs WHERE ended_at IS NOT NULL AND ended_at < ?", (before,)
+                )
+            ]
+            for run_id in old:
+                for table in ("sandboxes", "idempotency"):
+                    self._write(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+                self._write("DELETE FROM runs WHERE id = ?", (run_id,))
+
+    # idempotency
+
+    def idempotent(self, account: str, key: str) -> sqlite3.Row | None:
+        """The run an idempotency key started, with the hash of its body."""
+        row: sqlite3.Row | None = self._db.execute(
+            "SELECT * FROM idempotency WHERE account = ? AND key = ?", (account, key)
+        ).fetchone()
+        return row
+
+    # leases
+
+    def open_lease(self) -> Lease | None:
+        """The lease that holds this server now, if any."""
+        row = self._db.execute("SELECT * FROM leases WHERE released_at IS NULL").fetchone()
+        return _lease(row)
+
+    def lease(self, lease_id: str) -> Lease | None:
+        """One lease by id."""
+        return _lease(self._db.execute("SELECT * FROM leases WHERE id = ?", (lease_id,)).fetchone())
+
+    def lease_by_key(self, api_key: str) -> Lease | None:
+        """The open lease whose `mlk_` key this is."""
+        row = self._db.execute(
+            "SELECT * FROM leases WHERE api_key = ? AND released_at IS NULL", (api_key,)
+        ).fetchone()
+        return _lease(row)
+
+    def last_lease(self, account: str) -> Lease | None:
+        """The account's most recent lease."""
+        row = self._db.execute(
+            "SELECT * FROM leases WHERE account = ? ORDER BY started_at DESC LIMIT 1", (account,)
+        ).fetchone()
+        return _lease(row)
+
+    def insert_lease(self, lease: Lease) -> None:
+        """Record a new open lease."""
+        self._write(
+            "INSERT INTO leases (id, account, api_key, started_at) VALUES (?, ?, ?, ?)",
+            (lease.id, lease.account, lease.api_key, lease.started_at),
+        )
+
+    def release_lease(self, lease_id: str, reason: str) -> None:
+        """End a lease."""
+        self._write(
+            "UPDATE leases SET released_at = ?, release_reason = ? WHERE id = ?",
+            (time.time(), reason, lease_id),
+        )
+
+
+def _lease(row: sqlite3.Row | None) -> Lease | None:
+    if row is None:
+        return None
+    return Lease(
+        row["id"],
+        row["account"],
+        row["api_key"],
+        row["started_at"],
+        row["released_at"],
+        row["release_reason"],
+    )

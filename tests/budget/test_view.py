@@ -1,0 +1,61 @@
+"""What members see: swarm_budget() and the swarm_resources() tool."""
+
+from pathlib import Path
+
+import pytest
+from budget_harness import FakeHost, run_meter
+from inspect_ai.model import Model
+from inspect_ai.util import store
+
+from inspect_swarm import _context
+from inspect_swarm._budget import Budget, BudgetUsage, swarm_budget
+from inspect_swarm._tools import swarm_resources
+
+pytestmark = pytest.mark.anyio
+
+BUDGET = Budget(tokens=1000, cost=1.0, time=600, split="equal")
+
+
+async def body(host: FakeHost, model: Model) -> None:
+    store().set("test:controller", repr(swarm_budget()))
+    _context._member.set("a")
+    await model.generate("go")
+    await model.generate("go")
+    budget = swarm_budget()
+    store().set("test:member", [repr(budget.cost), repr(budget.tokens), budget.token_type])
+    store().set("test:time", [budget.time.cap, budget.time.used] if budget.time else None)
+    store().set("test:tool", await swarm_resources()())
+
+
+async def test_swarm_budget_in_a_member_and_the_swarm(tmp_path: Path) -> None:
+    _, sample = await run_meter(tmp_path, body, budget=BUDGET)
+    cost, tokens, token_type = sample.store["test:member"]
+    assert tokens == repr(BudgetUsage(cap=1000, used=220, share=500.0, share_used=220))
+    assert cost == repr(BudgetUsage(cap=1.0, used=0.004, share=0.5, share_used=0.004))
+    assert token_type == "all"
+    cap, used = sample.store["test:time"]
+    assert cap == 600 and 0 <= used < 600
+    # outside every member: the caps and what the swarm used, no share
+    assert (
+        "tokens=BudgetUsage(cap=1000, used=0, share=None, share_used=None)"
+        in (sample.store["test:controller"])
+    )
+
+
+async def test_swarm_resources_reports_caps_usage_and_share(tmp_path: Path) -> None:
+    _, sample = await run_meter(tmp_path, body, budget=BUDGET)
+    text = sample.store["test:tool"]
+    assert text.splitlines()[0] == "The swarm's caps (cost and tokens are split as equal shares):"
+    assert (
+        "- Cost: cap $1.00, $0.004 used by all members; your share $0.5, of which you used $0.004."
+        in text
+    )
+    assert (
+        "- Tokens: cap 1,000 tokens, 220 tokens used by all members; your share 500 tokens" in text
+    )
+    assert "- Time: cap 600 seconds" in text
+
+
+def test_swarm_budget_outside_a_swarm() -> None:
+    with pytest.raises(RuntimeError, match=r"swarm_budget\(\) .* outside a swarm"):
+        swarm_budget()

@@ -1,0 +1,18 @@
+import os
+from collections.abc import Iterator
+
+import pytest
+
+os.environ.setdefault("INSPECT_DISPLAY", "none")
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Run the test's evals on each async backend inspect supports."""
+    monkeypatch.setenv("INSPECT_ASYNC_BACKEND", request.param)
+    yield request.param
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)

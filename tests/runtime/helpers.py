@@ -1,0 +1,90 @@
+"""Small builders shared by the runtime tests: a task, a scripted model, and readers."""
+
+from pathlib import Path
+from typing import Any
+
+from inspect_ai import Task, eval
+from inspect_ai.dataset import Sample
+from inspect_ai.event import InfoEvent, timeline_build
+from inspect_ai.log import EvalLog, EvalSample
+from inspect_ai.scorer import includes
+
+from inspect_swarm.scripted import scripted_model
+
+
+def task(solver: Any, *, target: str = "42", **kwargs: Any) -> Task:
+    return Task(
+        dataset=[Sample(input="What is six times seven?", target=target)],
+        solver=solver,
+        scorer=includes(),
+        **kwargs,
+    )
+
+
+def run(
+    solver: Any,
+    members: dict[str, Any],
+    tmp_path: Path,
+    *,
+    task_args: dict[str, Any] | None = None,
+    price: Any = ...,
+    **eval_args: Any,
+) -> EvalSample:
+    """Run one sample with a scripted model; return the sample (asserting the eval ran)."""
+    log = run_log(solver, members, tmp_path, task_args=task_args, price=price, **eval_args)
+    assert log.samples
+    return log.samples[0]
+
+
+def run_log(
+    solver: Any,
+    members: dict[str, Any],
+    tmp_path: Path,
+    *,
+    task_args: dict[str, Any] | None = None,
+    price: Any = ...,
+    **eval_args: Any,
+) -> EvalLog:
+    model = scripted_model({"members": members}, price=price)
+    [log] = eval(
+        task(solver, **(task_args or {})),
+        model=model,
+        log_dir=str(tmp_path),
+        display="none",
+        **eval_args,
+    )
+    return log
+
+
+def result(sample: EvalSample) -> dict[str, Any]:
+    record: dict[str, Any] = sample.store["inspect_swarm:result"]
+    return record
+
+
+def statuses(sample: EvalSample) -> dict[str, str | None]:
+    return {m["name"]: m["status"] for m in result(sample)["members"]}
+
+
+def lanes(sample: EvalSample) -> list[str]:
+    timeline = timeline_build(sample.events)
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        for child in getattr(node, "content", []):
+            if getattr(child, "span_type", None) == "agent":
+                found.append(child.name)
+            walk(child)
+
+    walk(timeline.root)
+    return found
+
+
+def infos(sample: EvalSample, kind: str) -> list[dict[str, Any]]:
+    return [
+        e.data
+        for e in sample.events
+        if isinstance(e, InfoEvent)
+        and e.source == "inspect_swarm"
+        and isinstance(e.data, dict)
+        and e.data.get("type") == kind
+    ]
