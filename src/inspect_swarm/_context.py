@@ -15,7 +15,7 @@ from ._roster import Delivery, MemberInfo, MemberState
 
 if TYPE_CHECKING:
     from ._bus._bus import Bus
-    from ._ledger import SwarmMeter
+    from ._ledger import SwarmMeter, Verdict
 
 
 class SwarmHost(Protocol):
@@ -57,6 +57,15 @@ class SwarmHost(Protocol):
 
     def member_span_id(self, name: str) -> str | None:
         """The id of the member's own agent span (its own loop), once it has started."""
+        ...
+
+    def before_generate(self, member: str | None, messages: int) -> None:
+        """A call with `messages` input messages is about to be dispatched: refuse it (by
+        raising) if the member is stopped."""
+        ...
+
+    def on_charge_verdict(self, member: str | None, verdict: Verdict | None) -> None:
+        """A completed call of `member` (None outside every member) reached a cap or its share."""
         ...
 
 

@@ -1,6 +1,5 @@
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Protocol, cast
 
 from inspect_ai.event import Event, ModelEvent
 from inspect_ai.hooks import (
@@ -14,19 +13,6 @@ from inspect_ai.log import transcript
 from inspect_ai.model import ModelUsage
 
 from ._context import SwarmHost, current_member, current_swarm
-from ._ledger import Verdict
-
-
-class MeteredHost(SwarmHost, Protocol):
-    """What the meter's hooks need from the runtime, beyond `SwarmHost`."""
-
-    def on_charge_verdict(self, member: str | None, verdict: Verdict) -> None:
-        """A call of `member` (None outside every member) reached a cap or its share."""
-        ...
-
-    def before_generate(self, member: str | None) -> None:
-        """A call is about to be dispatched: refuse it (by raising) if the member is stopped."""
-        ...
 
 
 # swarms metering in this process: the hooks are global, so they stay off when none runs
@@ -41,9 +27,9 @@ class SwarmMeterHooks(Hooks):
         return _metering > 0
 
     async def on_before_model_generate(self, data: BeforeModelGenerate) -> None:
-        host = _host()
+        host = current_swarm()
         if host is not None:
-            host.before_generate(current_member())
+            host.before_generate(current_member(), len(data.input))
 
     async def on_model_usage(self, data: ModelUsageData) -> None:
         _charge(data.model_name, data.usage, cached=False)
@@ -52,17 +38,12 @@ class SwarmMeterHooks(Hooks):
         _charge(data.model_name, data.usage, cached=True)
 
 
-def _host() -> MeteredHost | None:
-    return cast(MeteredHost | None, current_swarm())
-
-
 def _charge(model: str, usage: ModelUsage, *, cached: bool) -> None:
-    host = _host()
+    host = current_swarm()
     if host is None:
         return
     verdict = host.meter.charge(model, usage, cached=cached)
-    if verdict is not None:
-        host.on_charge_verdict(current_member(), verdict)
+    host.on_charge_verdict(current_member(), verdict)
 
 
 @contextmanager

@@ -311,6 +311,10 @@ class SwarmMeter:
         """What a member has used of a kind."""
         return self._amount(self._members[member], kind)
 
+    def member_usage(self, member: str) -> ModelUsage:
+        """The token usage a member's calls recorded."""
+        return self._members[member].usage
+
     def share(self, member: str, kind: CapKind) -> float | None:
         """The member's share of a cap, or None when the cap is not split."""
         return self._shares.get(kind, {}).get(member)

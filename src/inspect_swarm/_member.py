@@ -1,7 +1,7 @@
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from inspect_ai._util.registry import (
     has_registry_params,
@@ -177,9 +177,11 @@ def member(
                 f"count={count})."
             )
     else:
-        _check_factory_args(agent, dict(args or {}))
+        _check_factory_args(cast(AgentFactory, agent), dict(args or {}))
     if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-        raise ValueError(f"member(count=...): count={count!r} must be a whole number of at least 1.")
+        raise ValueError(
+            f"member(count=...): count={count!r} must be a whole number of at least 1."
+        )
     if name is not None:
         check_name(name, "member(name=...)")
     if delivery not in (None, "notify", "poll"):
@@ -457,4 +459,3 @@ def _lookup_factory(name: str) -> AgentFactory:
             "that defines it, or name a registered agent such as 'react'."
         )
     return factory  # type: ignore[return-value]
-

@@ -1,24 +1,28 @@
 """One member's run: its task, span, tool-state scope, limits, background work and status."""
 
+import math
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVarTuple, Unpack
 
 import anyio
-from inspect_ai.agent import AgentState
+from inspect_ai.agent import Agent, AgentState, current_agent_bridge_context
 from inspect_ai.model import ChatMessage, ModelOutput
 from inspect_ai.util import Limit, LimitExceededError, apply_limits, span, tool_state_scope
 from inspect_ai.util._background import background_target
 from inspect_ai.util._span import current_span_id
 
+from ._bridged import MeteredLimits
 from ._context import _member
 from ._member import MemberSpec
 from ._roster import MemberState
-from ._sandbox import member_sandbox
+from ._sandbox import member_sandbox, prepare_member_sandbox
 from ._stop import MemberStop, StopCause, is_cancellation, leaves
 
 if TYPE_CHECKING:
     from ._run import SwarmRun
+
+PosArgsT = TypeVarTuple("PosArgsT")
 
 UNSUBMITTED_STOP_REASONS = ("content_filter", "model_length")
 
@@ -43,6 +47,9 @@ class MemberRun:
         self.background = MemberBackground(self)
         self.error: BaseException | None = None
         self.limits: tuple[Limit, ...] = ()
+        # a bridged member's own limits, which the swarm meters instead of Inspect
+        self.metered: MeteredLimits | None = None
+        self.bridge_used = False
         self.gate_checks = 0
         self.gate_passes = 0
         self.first_pass_time: float | None = None
@@ -79,19 +86,69 @@ class MemberRun:
         if self.state != "running" or self.stop_cause is not None:
             return
         self.stop_cause = cause
-        if self.spec.bridged and self.scope is not None:
-            # a limit error raised inside the bridge would end the sample: cancel instead
-            self.scope.cancel()
+        if self.spec.bridged:
+            self._cancel()
 
     def refusal(self, stopping: bool) -> MemberStop | None:
-        """The stop to raise at a model call the member may no longer make, if any."""
+        """The stop to raise at a model call the member may no longer make, if any.
+
+        A call through the agent bridge is cancelled instead: a limit error raised inside the
+        bridge would end the sample.
+        """
         cause = self.stop_cause or ("stopped" if stopping or self.agent_returned else None)
         if cause is None:
             return None
-        if self.spec.bridged:
+        if self.spec.bridged or current_agent_bridge_context() is not None:
             self.stop(cause)
+            self._cancel()
             return None
         return MemberStop(self.name, cause, self.stop_token)
+
+    def before_call(self, run: "SwarmRun", messages: int) -> MemberStop | None:
+        """Check a model call with `messages` input messages that the member (its subagents and
+        background work included) is about to make; return the stop to raise, if any."""
+        if current_agent_bridge_context() is not None:
+            self._bridge_call()
+        if self.metered is not None:
+            limit = self.metered.reached(
+                run.meter.member_usage(self.name),
+                run.meter.member_used(self.name, "cost"),
+                run.observer.steps.get(self.name, 0),
+                messages,
+            )
+            if limit is not None:
+                self.stop(f"member_limit:{limit}")
+        return self.refusal(run.stopping)
+
+    def charged(self, run: "SwarmRun") -> None:
+        """A call of the member was charged: a bridged member past its own limit ends at once."""
+        if self.metered is None:
+            return
+        limit = self.metered.exceeded(
+            run.meter.member_usage(self.name), run.meter.member_used(self.name, "cost")
+        )
+        if limit is not None:
+            self.stop(f"member_limit:{limit}")
+
+    def _bridge_call(self) -> None:
+        self.bridge_used = True
+        if self.background.started and self.status != "errored":
+            self._fail(
+                RuntimeError(
+                    f"member {self.name!r} used the agent bridge after starting background work, "
+                    "and a member cannot combine the two. Run the bridged agent as a member of "
+                    "its own (member(..., bridged=True)), or start no background work."
+                )
+            )
+
+    def _fail(self, error: Exception) -> None:
+        # ends the member errored without raising in the task that found the fault
+        self.status, self.error = "errored", error
+        self._cancel()
+
+    def _cancel(self) -> None:
+        if self.scope is not None:
+            self.scope.cancel()
 
 
 class MemberBackground:
@@ -106,11 +163,14 @@ class MemberBackground:
         self._idle = anyio.Event()
         self._idle.set()
 
-    def start_soon(self, func: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
-        if self.member.spec.bridged:
+    def start_soon(
+        self, func: Callable[[Unpack[PosArgsT]], Coroutine[Any, Any, Any]], *args: *PosArgsT
+    ) -> None:
+        if self.member.spec.bridged or self.member.bridge_used:
             raise RuntimeError(
-                f"background(): member {self.member.name} is bridged, and bridged members cannot "
-                "have background work. Run it in the agent, or make the member native."
+                f"background(): member {self.member.name} is bridged (declared, or it used the "
+                "agent bridge), and bridged members cannot have background work. Run the work "
+                "in the agent, or keep the bridged agent out of this member."
             )
         if self._tg is None:
             raise RuntimeError(
@@ -191,6 +251,8 @@ async def run_member(run: "SwarmRun", m: MemberRun, messages: list[ChatMessage])
             m.cancelled = True
             if m.status is None:
                 m.status = m.stop_cause or "cancelled"
+        if m.error is not None:
+            raise m.error  # a fault the swarm found outside the member's task
     except BaseException as ex:
         # cancelled or ended from outside the swarm (a sample limit, an operator, an error)
         m.cancelled = m.cancelled or any(is_cancellation(e) for e in leaves(ex))
@@ -207,19 +269,18 @@ async def run_member(run: "SwarmRun", m: MemberRun, messages: list[ChatMessage])
 async def _execute(run: "SwarmRun", m: MemberRun, messages: list[ChatMessage]) -> None:
     async with span(m.name, type="agent"):
         m.span_id = current_span_id()
+        await prepare_member_sandbox(m.spec)
         with m.background.owning(None):
             agent = m.spec.build()
-        m.limits = tuple(m.spec.fresh_limits())
-        limits = list(m.limits)
         async with anyio.create_task_group() as tg:
             with m.background.owning(tg):
-                state = AgentState(messages=messages)
-                with apply_limits(limits, catch_errors=True) as limit_scope:
-                    state = await agent(state)
+                state, limit = await _run_agent(m, agent, AgentState(messages=messages))
                 m.agent_returned = True
                 m.output = state.output
-                if limit_scope.limit_error is not None:
-                    m.status = f"member_limit:{limit_scope.limit_error.type}"
+                if limit is not None:
+                    m.status = f"member_limit:{limit}"
+                    # a time limit cancels the agent, so its calls in flight are unknown
+                    m.cancelled = limit == "time"
                 elif state.output.stop_reason in UNSUBMITTED_STOP_REASONS:
                     m.status = "unsubmitted"
                 else:
@@ -227,6 +288,24 @@ async def _execute(run: "SwarmRun", m: MemberRun, messages: list[ChatMessage]) -
                     m.submit_time = run.clock()
                 run.member_agent_returned(m)
                 await m.background.drain(run.grace())
+
+
+async def _run_agent(
+    m: MemberRun, agent: Agent, state: AgentState
+) -> tuple[AgentState, str | None]:
+    """Run the member's agent under its own limits; return its state and the limit it reached."""
+    limits = m.spec.fresh_limits()
+    if m.spec.bridged:
+        # never Inspect's limits: a limit error raised inside the bridge would end the sample
+        m.metered = MeteredLimits.of(limits)
+        deadline = m.metered.time if m.metered.time is not None else math.inf
+        with anyio.move_on_after(deadline):
+            return await agent(state), None
+        return state, "time"
+    m.limits = tuple(limits)
+    with apply_limits(limits, catch_errors=True) as scope:
+        state = await agent(state)
+    return state, None if scope.limit_error is None else scope.limit_error.type
 
 
 def _classify(m: MemberRun, ex: BaseException) -> None:

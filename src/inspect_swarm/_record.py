@@ -50,7 +50,9 @@ def choose_answer(
     return Answer(mode=rule, member=best, reason=None)
 
 
-def result_record(members: Sequence[MemberRun], answer: Answer, provisional: bool) -> dict[str, Any]:
+def result_record(
+    members: Sequence[MemberRun], answer: Answer, provisional: bool
+) -> dict[str, Any]:
     return {
         "version": 1,
         "members": [m.record() for m in members],

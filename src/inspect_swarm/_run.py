@@ -16,9 +16,9 @@ from ._budget import Budget, budget_preamble, effective_grace
 from ._bus._bus import Bus
 from ._channel._channel import Channel
 from ._context import _phase, _swarm
-from ._hooks import metering
 from ._controller._control import MemberEnded, MemberHandle, SwarmEvent
 from ._controller._controller import Controller, recorded_stop_reason
+from ._hooks import metering
 from ._ledger import MemberOutcome, SwarmLedger, SwarmMeter
 from ._member import MemberSpec
 from ._member_run import MemberRun, run_member
@@ -118,19 +118,21 @@ class SwarmRun:
     def member_span_id(self, name: str) -> str | None:
         return self._get(name).span_id
 
-    def before_generate(self, member: str | None) -> None:
+    def before_generate(self, member: str | None, messages: int) -> None:
         """Refuse a model call of a member the swarm has stopped (called by the swarm's hook)."""
         if member is None:
             return
-        refusal = self._get(member).refusal(self._stopping)
+        refusal = self._get(member).before_call(self, messages)
         if refusal is not None:
             raise refusal
 
     def on_charge_verdict(
         self, member: str | None, verdict: Literal["swarm_cap", "share"] | None
     ) -> None:
-        """A completed call reached a cap or the member's share: end the member (and the swarm
-        for a cap). Called by the swarm's hook in the calling task."""
+        """A completed call was charged. If it reached a cap or the member's share, end the member
+        (and the swarm for a cap). Called by the swarm's hook in the calling task."""
+        if member is not None:
+            self._get(member).charged(self)
         if verdict is None:
             return
         if verdict == "swarm_cap":
@@ -151,7 +153,9 @@ class SwarmRun:
     def member(self, name: str) -> MemberHandle:
         return self._get(name)
 
-    def start(self, member: str | MemberHandle, input: str | list[ChatMessage] | None = None) -> None:
+    def start(
+        self, member: str | MemberHandle, input: str | list[ChatMessage] | None = None
+    ) -> None:
         m = self._get(member if isinstance(member, str) else member.name)
         if self._stopping:
             raise SwarmStoppingError(
@@ -271,6 +275,9 @@ class SwarmRun:
                     if not self._stopping or self._stop_own:
                         raise
                     return
+                # a member's error or a sample limit may be tearing the swarm down: then the
+                # controller's return is no stop of the swarm's own
+                await anyio.lowlevel.checkpoint()
                 self.request_stop(recorded_stop_reason(reason), own=True)
         finally:
             _phase.reset(token)
@@ -383,7 +390,9 @@ class SwarmRun:
         answer = answer or self._answer()
         store().set(RESULT_KEY, result_record(self._members, answer, provisional))
 
-    def _member_input(self, m: MemberRun, input: str | list[ChatMessage] | None) -> list[ChatMessage]:
+    def _member_input(
+        self, m: MemberRun, input: str | list[ChatMessage] | None
+    ) -> list[ChatMessage]:
         if input is None:
             messages = list(self._input)
         elif isinstance(input, str):
@@ -406,9 +415,7 @@ class SwarmRun:
         if budget:
             lines.append(budget)
         if m.spec.sandbox is not None:
-            lines.append(
-                "You work in a sandbox of your own, which no other member can reach."
-            )
+            lines.append("You work in a sandbox of your own, which no other member can reach.")
         for channel in self._channels:
             text = channel.instructions(m.spec.info)
             if text:
@@ -454,4 +461,3 @@ def _ended_by(error: BaseException | None) -> str | None:
     if all(is_cancellation(e) for e in leaves(error)):
         return "unknown"
     return None
-

@@ -3,6 +3,7 @@
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
+from inspect_ai.tool._sandbox_tools_utils.sandbox import sandbox_with_injected_tools
 from inspect_ai.util._sandbox.context import (
     sandbox_default_context_var,
     sandbox_environments_context_var,
@@ -75,3 +76,24 @@ def member_sandbox(spec: MemberSpec) -> Iterator[None]:
         sandbox_with_environments_context_var.reset(tokens[2])
         sandbox_default_context_var.reset(tokens[1])
         sandbox_environments_context_var.reset(tokens[0])
+
+
+async def prepare_member_sandbox(spec: MemberSpec) -> None:
+    """Inject Inspect's sandbox tools into the member's own environment when it sees services.
+
+    Tools that choose a sandbox without a name and need the sandbox tools (`bash_session()`,
+    `text_editor()`, the agent bridge) take the first visible environment that already has
+    them, which could be a shared service another member injected into. With the tools in the
+    member's own environment, listed first, they take that one.
+    """
+    if spec.sandbox is None or not spec.visible:
+        return
+    try:
+        await sandbox_with_injected_tools(sandbox_name=spec.sandbox)
+    except Exception as ex:
+        raise RuntimeError(
+            f"member {spec.name!r}: could not inject Inspect's sandbox tools into its sandbox "
+            f"{spec.sandbox!r} ({ex}). A member with visible_sandboxes needs them in its own, so "
+            "that tools which choose a sandbox without a name use it rather than a service. Use "
+            "an environment where Inspect's sandbox tools run, or drop visible_sandboxes."
+        ) from ex

@@ -82,9 +82,11 @@ def _channels(value: object) -> list[Channel]:
         )
     channels: list[Channel] = []
     for item in value:
-        channel = create_by_name("swarm_channel", item, "swarm(channels=...)") if isinstance(
-            item, str
-        ) else item
+        channel = (
+            create_by_name("swarm_channel", item, "swarm(channels=...)")
+            if isinstance(item, str)
+            else item
+        )
         if not isinstance(channel, Channel):
             raise TypeError(
                 f"swarm(channels=...): {item!r} is not a Channel. Pass a registered channel's "
@@ -123,7 +125,10 @@ def _budget(value: object) -> Budget:
 
 
 def _check(
-    roster: Sequence[MemberSpec], controller: Controller, channels: Sequence[Channel], budget: Budget
+    roster: Sequence[MemberSpec],
+    controller: Controller,
+    channels: Sequence[Channel],
+    budget: Budget,
 ) -> None:
     infos = [m.info for m in roster]
     if controller.check is not None:

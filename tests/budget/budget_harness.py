@@ -52,7 +52,9 @@ class FakeHost:
     def clock(self) -> float:
         return anyio.current_time() - self._start
 
-    def on_charge_verdict(self, member: str | None, verdict: str) -> None:
+    def on_charge_verdict(self, member: str | None, verdict: str | None) -> None:
+        if verdict is None:
+            return
         self.verdicts.append((member, verdict))
         if verdict == "swarm_cap":
             self.stop_reason = self.stop_reason or "swarm_cap"
@@ -61,7 +63,7 @@ class FakeHost:
             self.stopped.add(member)
             self.outcomes[member] = MemberOutcome(name=member, status="share")
 
-    def before_generate(self, member: str | None) -> None:
+    def before_generate(self, member: str | None, messages: int) -> None:
         pass
 
 

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from budget_harness import FakeHost, as_member, as_phase, members_body, run_meter, script
-from inspect_ai.model import Model
+from inspect_ai.model import Model, ModelAPI, ModelOutput, get_model, modelapi
 from inspect_ai.util import suspend_token_limit
 
 from inspect_swarm import _context
@@ -15,6 +14,8 @@ from inspect_swarm._budget import Budget
 from inspect_swarm._ledger import MemberOutcome
 from inspect_swarm.analysis import SwarmLedger, swarm_ledger
 from inspect_swarm.scripted import scripted_model
+
+from .budget_harness import FakeHost, as_member, as_phase, members_body, run_meter, script
 
 pytestmark = pytest.mark.anyio
 
@@ -220,3 +221,21 @@ async def test_causes_that_clear_total_complete(tmp_path: Path, cause: str) -> N
     assert ledger.calls.calls == 1 and ledger.unattributed.total_tokens == 0
     assert not ledger.total_complete and not ledger.attribution_complete
     assert ledger.interrupted == (cause == "interrupted")
+
+
+@modelapi(name="no_usage")
+def _no_usage_api() -> type[ModelAPI]:
+    class NoUsage(ModelAPI):
+        async def generate(self, input, tools, tool_choice, config) -> ModelOutput:  # type: ignore[no-untyped-def]
+            return ModelOutput.from_content(self.model_name, "ok")  # usage stays None
+
+    return NoUsage
+
+
+async def test_call_with_no_usage(tmp_path: Path) -> None:
+    model = get_model("no_usage/m", memoize=False)
+    _, sample = await run_meter(tmp_path, members_body({"a": 2}), model=model, members=("a",))
+    ledger = ledger_of(sample)
+    assert (ledger.calls.calls, ledger.calls.no_usage) == (2, 2)
+    assert ledger.members[0].calls.no_usage == 2
+    assert not ledger.total_complete and not ledger.attribution_complete

@@ -3,13 +3,14 @@
 from pathlib import Path
 
 import pytest
-from budget_harness import FakeHost, run_meter
 from inspect_ai.model import Model
 from inspect_ai.util import store
 
 from inspect_swarm import _context
 from inspect_swarm._budget import Budget, BudgetUsage, swarm_budget
 from inspect_swarm._tools import swarm_resources
+
+from .budget_harness import FakeHost, run_meter
 
 pytestmark = pytest.mark.anyio
 

@@ -6,9 +6,10 @@ import re
 
 import anyio
 import pytest
-from conftest import FakeHost, acting, call, comm_events
 
 from inspect_swarm._channel.shared_memory import shared_memory
+
+from .helpers import FakeHost, acting, call, comm_events
 
 pytestmark = pytest.mark.anyio
 
@@ -133,7 +134,9 @@ async def test_file_at_max_lines() -> None:
 async def test_board_limit_reached_by_many_files_and_max_files() -> None:
     h = board(max_file_bytes=100, max_board_bytes=250, rate=None)
     for i in range(2):
-        assert "Wrote" in await call(h, "a", command="create", path=f"{F}/f{i}", file_text="x" * 100)
+        assert "Wrote" in await call(
+            h, "a", command="create", path=f"{F}/f{i}", file_text="x" * 100
+        )
     assert "max_board_bytes (250)" in await call(
         h, "b", command="create", path=f"{F}/f2", file_text="x" * 51
     )
@@ -263,7 +266,9 @@ async def test_sender_is_bound_by_the_runtime() -> None:
 async def test_rate_counts_every_loop_of_a_member() -> None:
     h = board(rate=(3, 10.0))
     for loop in [None, "sub-a", None]:
-        assert "Appended" in await call(h, "a", loop, command="append", path=f"{F}/l", append_text=".")
+        assert "Appended" in await call(
+            h, "a", loop, command="append", path=f"{F}/l", append_text="."
+        )
     refused = await call(h, "a", "sub-a", command="append", path=f"{F}/l", append_text=".")
     assert "rate limit of 3 writes per 10 seconds" in refused
     assert "Appended" in await call(h, "b", command="append", path=f"{F}/l", append_text=".")
@@ -276,7 +281,9 @@ async def test_stopping_refuses_writes_but_views_work() -> None:
     h = board()
     await call(h, "a", command="create", path=f"{F}/x", file_text="1")
     h.stop()
-    assert "the swarm is stopping" in await call(h, "a", command="append", path=f"{F}/x", append_text="2")
+    assert "the swarm is stopping" in await call(
+        h, "a", command="append", path=f"{F}/x", append_text="2"
+    )
     assert "<peer_file" in await call(h, "b", command="view", path="f-1")
     assert comm_events("sent")[-1]["refused"]["control"] == "stopping"
 
@@ -334,7 +341,11 @@ async def test_replaying_delivered_writes_rebuilds_every_version() -> None:
     sent = {e["record"]: e for e in comm_events("sent")}
     board_: dict[str, tuple[str, str]] = {}  # file id -> (path, content)
     for event in sorted(comm_events("delivered"), key=lambda e: e["seq"]):
-        op, data, payload = event["op"], sent[event["record"]]["data"], sent[event["record"]]["payload"]
+        op, data, payload = (
+            event["op"],
+            sent[event["record"]]["data"],
+            sent[event["record"]]["payload"],
+        )
         [change] = event["files"]
         fid = change["file"]
         content = board_.get(fid, ("", ""))[1]

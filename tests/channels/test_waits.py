@@ -6,7 +6,6 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import FakeHost, acting, call, comm_events, tool_named
 from inspect_ai.agent import AgentState
 from inspect_ai.model import ChatMessageAssistant, ChatMessageUser, ModelOutput
 from inspect_ai.tool import ToolCall, ToolError
@@ -16,6 +15,8 @@ from inspect_swarm._bus._tools import swarm_tools
 from inspect_swarm._channel._channel import Channel, ChannelRun, ChannelState
 from inspect_swarm._channel.filesystem import filesystem
 from inspect_swarm._channel.shared_memory import shared_memory
+
+from .helpers import FakeHost, acting, call, comm_events, tool_named
 
 pytestmark = pytest.mark.anyio
 
@@ -36,7 +37,7 @@ async def wait(h: FakeHost, member: str, loop: str | None = None, **args: Any) -
 async def waiting(h: FakeHost, count: int) -> None:
     """Let the waits start: until `count` of them are pending."""
     with anyio.fail_after(5):
-        while len(h.bus_._pending) < count:
+        while len(h.bus_._pending) < count:  # noqa: ASYNC110
             await anyio.sleep(0.001)
 
 
@@ -249,7 +250,10 @@ async def test_notice_at_turn_boundary_once_per_change() -> None:
         "inspect_swarm": {
             "notice": "n-1",
             "lines": [
-                {"channel": "shared_memory", "ids": {"files": [{"file": "f-1", "version": 1, "record": "w-1"}]}}
+                {
+                    "channel": "shared_memory",
+                    "ids": {"files": [{"file": "f-1", "version": 1, "record": "w-1"}]},
+                }
             ],
         }
     }
@@ -292,8 +296,8 @@ async def test_continuation_is_what_the_agent_would_do(tool_calls: bool) -> None
         return "keep going" if tool_calls else False
 
     cases: list[tuple[Any, Any]] = [
-        (swarm_on_continue(), True if tool_calls else True),
-        (swarm_on_continue(no_tool_calls="stop"), True if tool_calls else False),
+        (swarm_on_continue(), True),
+        (swarm_on_continue(no_tool_calls="stop"), tool_calls),
         (swarm_on_continue("Use {submit}."), True if tool_calls else "Use {submit}."),
         (swarm_on_continue(inner), "keep going" if tool_calls else False),
     ]
@@ -372,7 +376,7 @@ def names(tools: list[Any]) -> list[str]:
 async def test_swarm_tools_by_loop_and_reach() -> None:
     source = swarm_tools()
     assert await source.tools() == []  # outside a swarm
-    h = FakeHost(["a", "b"], [shared_memory(), LoopChannel()])
+    FakeHost(["a", "b"], [shared_memory(), LoopChannel()])
     assert await source.tools() == []  # in the swarm, outside every member
     with acting("a"):
         assert names(await source.tools()) == ["shared_memory", "ping", "swarm_wait"]

@@ -52,11 +52,7 @@ def prefer(role: str) -> Controller:
         chosen = False
         async with aclosing(swarm.events()) as events:
             async for event in events:
-                if (
-                    not chosen
-                    and event.submitted
-                    and swarm.member(event.member).role == role
-                ):
+                if not chosen and event.submitted and swarm.member(event.member).role == role:
                     swarm.choose_answer(event.member, reason=f"first {role} to submit")
                     chosen = True
         return "all_done"

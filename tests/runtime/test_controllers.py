@@ -28,7 +28,9 @@ def ledger_of(sample: object) -> dict[str, object]:
     return ledger
 
 
-def test_escalate_starts_the_others_only_after_the_first_fails(backend: str, tmp_path: Path) -> None:
+def test_escalate_starts_the_others_only_after_the_first_fails(
+    backend: str, tmp_path: Path
+) -> None:
     sample = run(
         swarm(
             [member(react, name="fast"), member(react, name="slow", count=2)],
@@ -96,7 +98,13 @@ def test_until_proved_with_checked_solver(backend: str, tmp_path: Path) -> None:
             # a wrong submission is checked and refused, then the right one passes
             "checked_solver-1": [{"submit": "41"}, {"submit": "42"}],
             # never passes: its last submission is not checked, so it is no proof
-            "checked_solver-2": [{"submit": "40"}, {"submit": "40"}, {"submit": "40"}, {"submit": "40"}, {"submit": "40"}],
+            "checked_solver-2": [
+                {"submit": "40"},
+                {"submit": "40"},
+                {"submit": "40"},
+                {"submit": "40"},
+                {"submit": "40"},
+            ],
         },
         tmp_path,
     )
@@ -173,7 +181,11 @@ def late_start() -> Controller:
 
 
 def test_other_stop_reasons_are_recorded_as_controller_reasons(tmp_path: Path) -> None:
-    sample = run(swarm(member(react, count=2), controller=late_start(), channels=[]), {"*": [{"submit": "42"}]}, tmp_path)
+    sample = run(
+        swarm(member(react, count=2), controller=late_start(), channels=[]),
+        {"*": [{"submit": "42"}]},
+        tmp_path,
+    )
     assert ledger_of(sample)["stop_reason"] == "controller:first_done"
     assert [m["state"] for m in result(sample)["members"]] == ["ended", "pending"]
 
@@ -202,5 +214,9 @@ def test_check_receives_member_info() -> None:
 
         return Controller(run, check=seen.append)
 
-    swarm([member(react, name="a", role="lead"), member(react, name="b")], controller=spy(), channels=[])
+    swarm(
+        [member(react, name="a", role="lead"), member(react, name="b")],
+        controller=spy(),
+        channels=[],
+    )
     assert list(seen[0]) == [MemberInfo("a", "lead"), MemberInfo("b", None)]

@@ -55,13 +55,17 @@ def test_store_changes_are_logged_once_by_the_swarm_span(tmp_path: Path) -> None
         tmp_path,
     )
     spans = {
-        e.id: e.name for e in sample.events if e.event == "span_begin"  # type: ignore[union-attr]
+        e.id: e.name
+        for e in sample.events
+        if e.event == "span_begin"  # type: ignore[union-attr]
     }
     store_events = [e for e in sample.events if isinstance(e, StoreEvent)]
     member_spans = [e for e in store_events if spans.get(e.span_id or "") in ("react-1", "react-2")]
     assert member_spans == []
     changed = {
-        op.path for e in store_events for op in e.changes  # type: ignore[attr-defined]
+        op.path
+        for e in store_events
+        for op in e.changes  # type: ignore[attr-defined]
     }
     assert {"/inspect_swarm:result", "/inspect_swarm:ledger", "/inspect_swarm:metrics"} <= changed
 

@@ -106,7 +106,9 @@ def test_an_error_ends_the_sample_with_records(backend: str, tmp_path: Path) -> 
 
 
 def test_sample_token_limit_is_not_swallowed(backend: str, tmp_path: Path) -> None:
-    sample = run(swarm(member(react, count=2), channels=[]), {"*": SLOW * 20}, tmp_path, token_limit=500)
+    sample = run(
+        swarm(member(react, count=2), channels=[]), {"*": SLOW * 20}, tmp_path, token_limit=500
+    )
     assert sample.limit is not None and sample.limit.type == "token"
     ledger = sample.store["inspect_swarm:ledger"]
     assert ledger["ended_by"] == "sample_limit:token"
@@ -118,7 +120,10 @@ def test_a_stopped_member_is_cancelled_after_the_grace_period(backend: str, tmp_
 
     sample = run(
         swarm(member(react, count=2), channels=[], budget=Budget(grace=0.2)),
-        {"react-1": [{"text": "x", "delay": 0.05}, {"submit": "42"}], "react-2": [{"text": "slow", "delay": 30}]},
+        {
+            "react-1": [{"text": "x", "delay": 0.05}, {"submit": "42"}],
+            "react-2": [{"text": "slow", "delay": 30}],
+        },
         tmp_path,
     )
     assert statuses(sample) == {"react-1": "submitted", "react-2": "cancelled"}

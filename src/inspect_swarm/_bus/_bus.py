@@ -378,7 +378,7 @@ class Bus:
             wait.outcome = self._immediate(wait)
             if wait.outcome is None:
                 self._pending[spec.id] = wait
-                idle = await self._block(wait, start + limit)
+                idle = await self._block(wait, anyio.current_time() + limit)
         finally:
             self._pending.pop(spec.id, None)
             outcome = wait.outcome or "cancelled"
@@ -414,7 +414,7 @@ class Bus:
         return None
 
     async def _block(self, wait: _Wait, deadline: float) -> float:
-        """Block until the wait is released or times out; the idle seconds it spent."""
+        """Block until the wait is released or `deadline` (anyio's clock); its idle seconds."""
         spec = wait.spec
         idle = 0.0
         if spec.own:
@@ -427,12 +427,12 @@ class Bus:
                     wait.outcome, wait.event = None, anyio.Event()
                 if wait.outcome is not None:
                     return idle
-                if now >= deadline:
+                left = deadline - anyio.current_time()
+                if left <= 0:
                     wait.outcome = "timeout"
                     return idle
                 busy = spec.own and self._host.background_running(spec.member) > 0
-                step = min(deadline - now, _BACKGROUND_POLL) if busy else deadline - now
-                with anyio.move_on_after(step):
+                with anyio.move_on_after(min(left, _BACKGROUND_POLL) if busy else left):
                     await wait.event.wait()
                 if spec.own and not busy:
                     idle += max(0.0, self.clock() - now)

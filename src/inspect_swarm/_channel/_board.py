@@ -76,8 +76,8 @@ def inserted(content: str, line: int, text: str) -> str:
     return "\n".join(lines[:line] + text.split("\n") + lines[line:])
 
 
-def _id_number(file_id: str) -> int:
-    return int(file_id[2:])
+def _id_order(file_id: str) -> tuple[int, str]:
+    return len(file_id), file_id
 
 
 def check_path(path: object, arg: str = "path", *, file: bool = True) -> str:
@@ -340,15 +340,14 @@ class Board:
             if writer != loop:
                 view.candidates.add(file_id)
         view.cursor = len(self._log)
-        unseen: list[File] = []
-        for file_id in list(view.candidates):
+        stale = []
+        for file_id in view.candidates:
             file = self.files.get(file_id)
             if file is None or file.loop == loop or view.seen.get(file_id) == file.version:
-                view.candidates.discard(file_id)
-            else:
-                unseen.append(file)
-        unseen.sort(key=lambda f: _id_number(f.id))
-        return unseen
+                stale.append(file_id)
+        view.candidates.difference_update(stale)
+        # ids sort by their number: shorter ids first, then as strings
+        return [self.files[i] for i in sorted(view.candidates, key=_id_order)]
 
     def _watched(self, file: File, watch: str | None) -> bool:
         if watch is None or watch == ROOT:

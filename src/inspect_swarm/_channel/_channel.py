@@ -1,25 +1,15 @@
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, ParamSpec, Protocol, overload, runtime_checkable
 
-from inspect_ai._util.registry import (
-    RegistryInfo,
-    create_registry_object,
-    extract_named_params,
-    registry_add,
-    registry_lookup,
-    registry_name,
-    registry_tag,
-    set_registry_params,
-)
 from inspect_ai.tool import Tool
 from pydantic import JsonValue
 
 from .._bus._record import Record
 from .._bus._storm import StormControls
+from .._factory import registered_factory
 from .._roster import MemberInfo
 
 if TYPE_CHECKING:
@@ -34,7 +24,6 @@ __all__ = [
     "WaitNews",
     "WaitSpec",
     "WaitingState",
-    "channel_from_name",
     "swarm_channel",
 ]
 
@@ -264,9 +253,6 @@ class WaitingState(ChannelState, Protocol):
         ...
 
 
-_REGISTRY_TYPE: Literal["swarm_channel"] = "swarm_channel"
-
-
 @overload
 def swarm_channel(func: Callable[P, Channel], /) -> Callable[P, Channel]: ...
 
@@ -293,44 +279,4 @@ def swarm_channel(
     Returns:
         The registered factory.
     """
-
-    def register(factory: Callable[P, Channel]) -> Callable[P, Channel]:
-        info = RegistryInfo(
-            type=_REGISTRY_TYPE,
-            name=registry_name(factory, name or str(getattr(factory, "__name__", "channel"))),
-        )
-
-        @functools.wraps(factory)
-        def wrapper(*args: P.args, **kwargs: P.kwargs) -> Channel:
-            channel = factory(*args, **kwargs)
-            if not isinstance(channel, Channel):
-                raise TypeError(
-                    f"@swarm_channel factory {info.name!r} returned "
-                    f"{type(channel).__name__}, not a Channel: return an instance of a "
-                    "Channel subclass."
-                )
-            registry_tag(factory, channel, info, *args, **kwargs)
-            # log every argument, defaults included, so a changed default cannot change a replay
-            set_registry_params(channel, extract_named_params(factory, True, *args, **kwargs))
-            return channel
-
-        registry_add(wrapper, info)
-        return wrapper
-
-    return register(func) if func is not None else register
-
-
-def channel_from_name(name: str) -> Channel:
-    """The channel registered as `name`, built with its default arguments.
-
-    A name without a package also finds the channel of that name in inspect_swarm.
-    """
-    for candidate in (name, f"inspect_swarm/{name}"):
-        if registry_lookup(_REGISTRY_TYPE, candidate) is not None:
-            channel = create_registry_object(_REGISTRY_TYPE, candidate, {})
-            assert isinstance(channel, Channel)
-            return channel
-    raise ValueError(
-        f"channels: no channel is registered as {name!r}. Give a registered channel's name "
-        "(such as 'filesystem' or 'shared_memory') or a Channel object."
-    )
+    return registered_factory("swarm_channel", func, name)

@@ -72,7 +72,9 @@ class SwarmControl(Protocol):
         """
         ...
 
-    def start(self, member: str | MemberHandle, input: str | list[ChatMessage] | None = None) -> None:
+    def start(
+        self, member: str | MemberHandle, input: str | list[ChatMessage] | None = None
+    ) -> None:
         """Start a member, and return at once.
 
         The member runs in its own task, span and tool-state scope, with its limits. Its input is

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +33,12 @@ class MultidirConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    environments: list[str] = Field(default_factory=lambda: [DEFAULT], min_length=1)
+    environments: tuple[str, ...] = Field(default=(DEFAULT,), min_length=1)
     """Names of the environments (each a private working directory)."""
 
     @field_validator("environments")
     @classmethod
-    def _check_names(cls, names: list[str]) -> list[str]:
+    def _check_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
         for name in names:
             _check_name(name)
         duplicates = sorted({name for name in names if names.count(name) > 1})
@@ -67,7 +68,7 @@ def multidir(*environments: str) -> SandboxEnvironmentSpec:
         *environments: Names of the environments (default: one named `default`).
             The one named `default` is the default; without one, the first is.
     """
-    config = MultidirConfig(environments=list(environments or [DEFAULT]))
+    config = MultidirConfig(environments=environments or (DEFAULT,))
     return SandboxEnvironmentSpec(SANDBOX_TYPE, config)
 
 
@@ -104,7 +105,7 @@ def _compose_names(compose: ComposeConfig, source: str) -> list[str]:
     return _default_first(names, marked=marked[0] if marked else None)
 
 
-def _default_first(names: list[str], marked: str | None) -> list[str]:
+def _default_first(names: Sequence[str], marked: str | None) -> list[str]:
     default = marked or (DEFAULT if DEFAULT in names else names[0])
     return [default, *(name for name in names if name != default)]
 

@@ -1,1 +1,32 @@
-"""placeholder"""
+"""The swarm server, its Swarms API client, CLI and MCP tools.
+
+A self-hosted server for the Swarms API (one shell command on many isolated sandboxes at
+once) and a client that works the same against it and against hosted servers. The swarm
+library never imports this package; its server needs the `server` extra.
+"""
+
+from ._client import (
+    APIConnectionError,
+    AsyncSwarmsClient,
+    AuthenticationError,
+    ConflictError,
+    NotFoundError,
+    PlanRequiredError,
+    RateLimitError,
+    SwarmsAPIError,
+    SwarmsClient,
+    is_finished,
+)
+
+__all__ = [
+    "APIConnectionError",
+    "AsyncSwarmsClient",
+    "AuthenticationError",
+    "ConflictError",
+    "NotFoundError",
+    "PlanRequiredError",
+    "RateLimitError",
+    "SwarmsAPIError",
+    "SwarmsClient",
+    "is_finished",
+]

@@ -76,6 +76,8 @@ def create_app(engine: Engine, keys: Mapping[str, frozenset[str]]) -> FastAPI:
             await tg.start(engine.serve)
             yield
             tg.cancel_scope.cancel()
+        # here, not after uvicorn returns: it re-raises SIGTERM once the lifespan has ended
+        engine.host.cgroups.remove_base()
 
     app = FastAPI(
         title="inspect-swarm server",

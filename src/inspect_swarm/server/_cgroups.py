@@ -82,6 +82,12 @@ class Cgroups:
             for name in sorted(names)
         ]
 
+    def remove_base(self) -> None:
+        """Remove this server's (empty) base cgroups when it stops."""
+        for base in self._bases.values():
+            with contextlib.suppress(OSError):
+                base.rmdir()
+
     def create(self, sandbox_id: str, limits: Limits) -> SandboxCgroup:
         """Make the cgroups of one sandbox with its limits set."""
         if self.mode == "none":

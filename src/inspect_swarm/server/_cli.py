@@ -110,6 +110,14 @@ def _server_parser(server: argparse.ArgumentParser) -> None:
     )
     add("--isolation", choices=["auto", "namespaces", "process"], default="auto")
     add("--mask", action="append", default=[], help="a host path hidden from sandboxes")
+    add(
+        "--share",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a host directory mounted read-write at the same path in every sandbox "
+        "(for example a log directory for sweeps)",
+    )
     add("--ready-file", type=Path, help="write {url, apiKey} here once listening")
 
 
@@ -262,6 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     network=args.network,
                     isolation=args.isolation,
                     masks=tuple(args.mask),
+                    shares=tuple(args.share),
                     ready_file=args.ready_file,
                 )
             )

@@ -48,6 +48,8 @@ class IsolationConfig:
     mode: Literal["auto", "namespaces", "process"] = "auto"
     network: NetworkMode = "none"
     masks: tuple[str, ...] = ()
+    shares: tuple[str, ...] = ()
+    """Host directories mounted read-write at the same path in every sandbox."""
 
 
 @dataclass(frozen=True)
@@ -305,6 +307,7 @@ class SandboxHost:
             "dir": str(sandbox.dir),
             "hostname": sandbox.id,
             "masks": [str(self.config.state_dir.resolve()), *_DEFAULT_MASKS, *self.config.masks],
+            "shares": list(self.config.shares),
             "user": ["user", 1000],
             "loopback": self.config.network == "none",
         }

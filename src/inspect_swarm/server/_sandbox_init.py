@@ -3,7 +3,8 @@
 Run by the host's interpreter (`python -I -S`) under `unshare`, in fresh PID, mount, UTS,
 IPC and (usually) network namespaces. Stdlib only: it runs outside the package.
 
-argv[1] is JSON: {"dir": sandbox dir, "hostname": ..., "masks": [paths], "user": [name, uid]}.
+argv[1] is JSON: {"dir": sandbox dir, "hostname": ..., "masks": [paths], "shares": [paths],
+"user": [name, uid], "loopback": bool}.
 """
 
 from __future__ import annotations
@@ -85,6 +86,9 @@ def _build_root(config: dict[str, object]) -> None:
     _mount_dev(root)
     for path in config["masks"]:  # type: ignore[attr-defined]
         _mask(root, str(path))
+    for path in config.get("shares", []):  # type: ignore[attr-defined]
+        os.makedirs(root + str(path), exist_ok=True)
+        _mount(str(path), root + str(path), None, _MS_BIND | _MS_REC)
     os.chdir(root)
     os.makedirs(".oldroot", exist_ok=True)
     _check(_libc.syscall(_SYS_PIVOT_ROOT, b".", b".oldroot"), "pivot_root")

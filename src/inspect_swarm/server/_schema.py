@@ -101,6 +101,10 @@ class StartBody(_Strict):
     idempotencyKey: NonEmpty | None = None
 
 
+# loc entries that name fields (pydantic adds union member tags such as "constrained-str")
+_FIELDS = {name for model in (StartBody, Size, SwarmInput) for name in model.model_fields}
+
+
 def parse_start(raw: Any) -> StartBody:
     """Validate a start body, raising ApiError(400) that names the first bad field."""
     if not isinstance(raw, dict):
@@ -109,9 +113,13 @@ def parse_start(raw: Any) -> StartBody:
         body = StartBody.model_validate(raw)
     except ValidationError as ex:
         error = ex.errors()[0]
-        field = ".".join(str(part) for part in error["loc"]) or "body"
+        loc = list(error["loc"])
+        # an unknown field is named by the last entry, which is no field of ours
+        unknown = loc.pop() if error["type"] == "extra_forbidden" else None
+        parts = [p for p in loc if p in _FIELDS or isinstance(p, int)]
+        field = ".".join(str(p) for p in [*parts, *([unknown] if unknown else [])])
         got = f" (got {json.dumps(error['input'])[:80]})" if error["type"] != "missing" else ""
-        raise invalid(field, f"{error['msg']}{got}") from None
+        raise invalid(field or "body", f"{error['msg']}{got}") from None
     if (body.count is None) == (body.inputs is None):
         raise invalid("count", "give exactly one of `count` or `inputs`")
     for where, files in _all_files(body):

@@ -52,6 +52,7 @@ class ServerOptions:
     network: NetworkMode = "none"
     isolation: Literal["auto", "namespaces", "process"] = "auto"
     masks: tuple[str, ...] = ()
+    shares: tuple[str, ...] = ()
     ready_file: Path | None = None
 
 
@@ -89,7 +90,9 @@ def serve(options: ServerOptions) -> None:
     host = f"[{options.host}]" if ":" in options.host else options.host
     url = f"http://{host}:{port}"
     sandbox_host = SandboxHost(
-        IsolationConfig(state_dir, options.isolation, options.network, options.masks)
+        IsolationConfig(
+            state_dir, options.isolation, options.network, options.masks, _shares(options)
+        )
     )
     settings = Settings(
         memory_gib=options.memory_gib or default_memory_gib(),
@@ -110,8 +113,20 @@ def serve(options: ServerOptions) -> None:
     print(f"  isolation: {sandbox_host.describe()['note']}", flush=True)
     if options.ready_file is not None:
         options.ready_file.write_text(json.dumps({"url": url, "apiKey": first_key}))
-    _run(app, sock)
-    store.close()
+    try:
+        _run(app, sock)
+    finally:
+        store.close()
+
+
+def _shares(options: ServerOptions) -> tuple[str, ...]:
+    shares = []
+    for share in options.shares:
+        path = Path(share).resolve()
+        if not path.is_dir():
+            raise ValueError(f"--share: {share!r} is not a directory; create it first")
+        shares.append(str(path))
+    return tuple(shares)
 
 
 def _run(app: FastAPI, sock: socket.socket) -> None:

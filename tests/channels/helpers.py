@@ -7,7 +7,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import pytest
 from inspect_ai.log._transcript import Transcript, init_transcript, transcript
 from inspect_ai.tool import Tool
 from inspect_ai.util._span import _current_agent_span_id, _current_span_id
@@ -16,11 +15,6 @@ from inspect_swarm._bus._bus import Bus
 from inspect_swarm._channel._channel import Channel
 from inspect_swarm._context import _member, _swarm
 from inspect_swarm._roster import Delivery, MemberInfo, MemberState
-
-
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
 
 
 class FakeHost:

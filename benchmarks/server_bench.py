@@ -1,0 +1,151 @@
+"""Swarm server benchmarks (ratios within one run; never run as tests).
+
+    .venv/bin/python benchmarks/server_bench.py [--sandboxes 200] [--clients 50]
+
+1. Sandbox boot p50/p95 (create + first answer of PID 1, then removal), on the sandbox layer.
+2. N no-op sandboxes through a real server at its maximum concurrency, against N plain
+   subprocesses (`/bin/sh -c true`) started at the same concurrency (target: at most 3x).
+3. API latency p99 under 50 concurrent clients polling GET /api/swarms/{id} every 0.5 s
+   (`--poll-interval`; the SDKs poll every 3 s) (target: 20 ms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.server.conftest import KEY, start_server
+
+from inspect_swarm.server._cgroups import Limits
+from inspect_swarm.server._isolation import IsolationConfig, SandboxHost
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+async def boot_times(state: Path, n: int) -> list[float]:
+    host = SandboxHost(IsolationConfig(state))
+    host.reap_leftovers()
+    times = []
+    for i in range(n):
+        start = time.perf_counter()
+        sandbox = await host.create(f"sbx-bench{i}", Limits(2**30, 1))
+        times.append(time.perf_counter() - start)
+        await sandbox.close()
+    return times
+
+
+async def plain_subprocesses(n: int, concurrency: int) -> float:
+    limit = anyio.Semaphore(concurrency)
+
+    async def one() -> None:
+        async with limit:
+            await anyio.run_process(["/bin/sh", "-c", "true"])
+
+    start = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for _ in range(n):
+            tg.start_soon(one)
+    return time.perf_counter() - start
+
+
+def swarm_of_noops(url: str, n: int) -> tuple[float, int]:
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {KEY}"}) as http:
+        start = time.perf_counter()
+        run = http.post(
+            "/api/swarms", json={"command": "true", "count": n, "size": {"vcpus": 1, "memoryGb": 1}}
+        ).json()
+        while True:
+            got = http.get(f"/api/swarms/{run['id']}").json()
+            if got["status"] == "completed":
+                break
+            time.sleep(0.02)
+        return time.perf_counter() - start, run["concurrency"]
+
+
+async def poll_latency(
+    url: str, run_id: str, clients: int, polls: int, interval: float
+) -> list[float]:
+    latencies: list[float] = []
+
+    async def client() -> None:
+        async with httpx.AsyncClient(
+            base_url=url, headers={"Authorization": f"Bearer {KEY}"}
+        ) as http:
+            for i in range(polls):
+                await anyio.sleep(interval * (1 if i else (len(latencies) % 10) / 10))
+                start = time.perf_counter()
+                response = await http.get(f"/api/swarms/{run_id}")
+                latencies.append(time.perf_counter() - start)
+                assert response.status_code == 200
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(clients):
+            tg.start_soon(client)
+    return latencies
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sandboxes", type=int, default=200)
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--boots", type=int, default=40)
+    parser.add_argument("--memory-gib", type=int, default=16)
+    parser.add_argument(
+        "--poll-interval",
+        type=float,
+        default=0.5,
+        help="each client's polling interval (the SDKs poll every 3 s)",
+    )
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        boots = anyio.run(boot_times, Path(tmp) / "boot", args.boots)
+        print(
+            f"sandbox boot: p50 {percentile(boots, 0.5) * 1000:.0f} ms, "
+            f"p95 {percentile(boots, 0.95) * 1000:.0f} ms ({args.boots} boots)"
+        )
+        server = start_server(Path(tmp) / "state", "--memory-gib", str(args.memory_gib))
+        try:
+            swarm_time, concurrency = swarm_of_noops(server.url, args.sandboxes)
+            plain = anyio.run(plain_subprocesses, args.sandboxes, concurrency)
+            print(
+                f"{args.sandboxes} no-op sandboxes at concurrency {concurrency}: "
+                f"{swarm_time:.2f} s; {args.sandboxes} plain subprocesses: {plain:.2f} s; "
+                f"ratio {swarm_time / plain:.1f}x (target <= 3x)"
+            )
+            with httpx.Client(
+                base_url=server.url, headers={"Authorization": f"Bearer {KEY}"}
+            ) as http:
+                run = http.post(
+                    "/api/swarms",
+                    json={"command": "echo hi", "count": 10, "size": {"vcpus": 1, "memoryGb": 1}},
+                ).json()
+                while http.get(f"/api/swarms/{run['id']}").json()["status"] != "completed":
+                    time.sleep(0.05)
+            latencies = anyio.run(
+                poll_latency, server.url, run["id"], args.clients, 20, args.poll_interval
+            )
+            print(
+                f"API GET /api/swarms/{{id}} under {args.clients} polling clients: "
+                f"p50 {statistics.median(latencies) * 1000:.1f} ms, "
+                f"p99 {percentile(latencies, 0.99) * 1000:.1f} ms (target 20 ms)"
+            )
+        finally:
+            server.kill()
+            subprocess.run(["true"], check=True)
+
+
+if __name__ == "__main__":
+    main()

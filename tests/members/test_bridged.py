@@ -1,0 +1,193 @@
+from pathlib import Path
+from typing import Any
+
+import pytest
+from inspect_ai.agent import react
+from inspect_ai.event import SampleLimitEvent
+from inspect_ai.log import EvalSample
+from inspect_ai.util import cost_limit, message_limit, time_limit, token_limit, turn_limit
+from inspect_swe import claude_code
+
+from inspect_swarm import Budget, leaderless, member, shared_memory, swarm
+from inspect_swarm._member import resolve_roster
+
+from ..runtime.helpers import run, run_log, statuses
+from .agents import background_then_bridge, bridged_with_background, cli_agent
+
+ALL_RUN = leaderless(stop_on_submission=False)
+FAST = [{"text": "ok", "delay": 0.01}] * 40
+# each scripted call: 100 input + 10 output tokens, $0.002
+
+
+def ledger_member(sample: EvalSample, name: str) -> dict[str, Any]:
+    members = sample.store["inspect_swarm:ledger"]["members"]
+    entry: dict[str, Any] = next(m for m in members if m["name"] == name)
+    return entry
+
+
+def metrics_member(sample: EvalSample, name: str) -> dict[str, Any]:
+    members = sample.store["inspect_swarm:metrics"]["members"]
+    entry: dict[str, Any] = next(m for m in members if m["name"] == name)
+    return entry
+
+
+def assert_sample_went_on(sample: EvalSample) -> None:
+    assert sample.error is None and sample.limit is None
+    # the bridged member's limits are metered, never Inspect limits that would end the sample
+    assert not [e for e in sample.events if isinstance(e, SampleLimitEvent)]
+
+
+def test_inspect_swe_agents_count_as_bridged() -> None:
+    roster = resolve_roster(
+        [
+            member(claude_code, name="swe"),
+            member(cli_agent, name="undeclared"),
+            member(cli_agent, name="declared", bridged=True),
+            member(claude_code, name="not_swe", bridged=False),
+        ]
+    )
+    assert [(m.name, m.bridged, m.delivery) for m in roster] == [
+        ("swe", True, "poll"),
+        ("undeclared", False, "notify"),
+        ("declared", True, "poll"),
+        ("not_swe", False, "notify"),
+    ]
+
+
+def test_bridged_members_are_refused_beside_a_channel_with_tools() -> None:
+    with pytest.raises(ValueError, match=r"bridged members \['claude_code'\] cannot use channels"):
+        swarm([member(claude_code), member(react)], channels=[shared_memory()])
+
+
+def test_a_cap_cancels_the_bridged_member_without_ending_the_sample(
+    backend: str, tmp_path: Path
+) -> None:
+    sample = run(
+        swarm(
+            [member(cli_agent, name="cli", bridged=True), member(react, name="native")],
+            controller=ALL_RUN,
+            channels=[],
+            budget=Budget(tokens=600),
+        ),
+        {"cli": FAST, "native": [{"text": "thinking", "delay": 1.0}] * 5},
+        tmp_path,
+    )
+    assert_sample_went_on(sample)
+    # the native member's call in flight finished past the cap, so it reached it too
+    assert statuses(sample) == {"cli": "swarm_cap", "native": "swarm_cap"}
+    assert not ledger_member(sample, "native")["cancelled"]
+    cli = ledger_member(sample, "cli")
+    assert cli["bridged"] and cli["cancelled"]
+    # cancelled at once: no call after the one that reached the cap
+    assert cli["calls"]["calls"] == 6
+    assert sample.store["inspect_swarm:ledger"]["stop_reason"] == "swarm_cap"
+
+
+@pytest.mark.parametrize(
+    ("limit", "steps", "status", "calls"),
+    [
+        (token_limit(250), FAST, "member_limit:token", 3),
+        (cost_limit(0.005), FAST, "member_limit:cost", 3),
+        (turn_limit(2), FAST, "member_limit:turn", 2),
+        (message_limit(4), FAST, "member_limit:message", 2),
+        (time_limit(0.5), [{"text": "slow", "delay": 0.2}] * 10, "member_limit:time", None),
+    ],
+)
+def test_a_bridged_members_own_limit_cancels_it(
+    backend: str, tmp_path: Path, limit: Any, steps: list[Any], status: str, calls: int | None
+) -> None:
+    sample = run(
+        swarm(
+            [
+                member(cli_agent, name="cli", bridged=True, limits=[limit]),
+                member(react, name="native"),
+            ],
+            controller=ALL_RUN,
+            channels=[],
+        ),
+        {"cli": steps, "native": [{"text": "x", "delay": 0.3}, {"submit": "42"}]},
+        tmp_path,
+    )
+    assert_sample_went_on(sample)
+    assert statuses(sample) == {"cli": status, "native": "submitted"}
+    cli = ledger_member(sample, "cli")
+    assert cli["cancelled"]
+    if calls is not None:
+        assert cli["calls"]["calls"] == calls
+
+
+def test_a_bridged_member_ends_at_once_on_its_share(tmp_path: Path) -> None:
+    sample = run(
+        swarm(
+            [member(cli_agent, name="cli", bridged=True), member(react, name="native")],
+            controller=ALL_RUN,
+            channels=[],
+            budget=Budget(tokens=1000, split="equal"),
+        ),
+        {"cli": FAST, "native": [{"text": "x", "delay": 0.3}, {"submit": "42"}]},
+        tmp_path,
+    )
+    assert_sample_went_on(sample)
+    assert statuses(sample) == {"cli": "share", "native": "submitted"}
+    cli = ledger_member(sample, "cli")
+    assert cli["cancelled"] and cli["calls"]["calls"] == 5
+
+
+def test_a_stopped_bridged_member_is_cancelled_at_its_next_call(
+    backend: str, tmp_path: Path
+) -> None:
+    sample = run(
+        swarm([member(cli_agent, name="cli", bridged=True), member(react, name="native")]),
+        {"cli": [{"text": "slow", "delay": 0.3}] * 10, "native": [{"submit": "42"}]},
+        tmp_path,
+    )
+    assert_sample_went_on(sample)
+    assert statuses(sample) == {"cli": "stopped", "native": "submitted"}
+    cli = ledger_member(sample, "cli")
+    # its call in flight finished within the grace period; the next one was cancelled
+    assert cli["cancelled"] and cli["calls"]["calls"] == 1
+    metrics = metrics_member(sample, "cli")
+    assert metrics["delivery_effective"] == "poll"
+    assert metrics["longest_identical_tool_run"] is None
+
+
+def test_a_bridged_member_that_submits(tmp_path: Path) -> None:
+    sample = run(
+        swarm(member(cli_agent, {"calls": 2}, name="cli", bridged=True), channels=[]),
+        {"cli": [{"text": "thinking"}, {"text": "42"}]},
+        tmp_path,
+    )
+    assert statuses(sample) == {"cli": "submitted"}
+    assert sample.output.completion == "42"
+    assert not ledger_member(sample, "cli")["cancelled"]
+
+
+def test_background_raises_in_a_bridged_member(tmp_path: Path) -> None:
+    log = run_log(
+        swarm(member(bridged_with_background, name="cli", bridged=True), channels=[]),
+        {"*": FAST},
+        tmp_path,
+    )
+    assert log.samples
+    sample = log.samples[0]
+    assert statuses(sample) == {"cli": "errored"}
+    assert sample.error is not None
+    assert "member cli is bridged" in sample.error.message
+    assert "cannot have background work" in sample.error.message
+
+
+def test_bridge_use_after_background_work_ends_the_member_errored(
+    backend: str, tmp_path: Path
+) -> None:
+    log = run_log(
+        swarm(member(background_then_bridge, name="w"), channels=[]), {"*": FAST}, tmp_path
+    )
+    assert log.samples
+    sample = log.samples[0]
+    assert statuses(sample) == {"w": "errored"}
+    assert sample.error is not None
+    assert "used the agent bridge after starting background work" in sample.error.message
+    w = ledger_member(sample, "w")
+    assert w["cancelled"] and w["background_started"] == 1 and w["background_cancelled"] == 1
+    # cancelled before its bridged call went out
+    assert w["calls"]["calls"] == 0

@@ -1,0 +1,114 @@
+import subprocess
+import sys
+from pathlib import Path
+
+from inspect_ai import Task, eval
+from inspect_ai._eval.loader import solver_from_spec
+from inspect_ai.agent import react
+from inspect_ai.log import read_eval_log
+from inspect_ai.solver import SolverSpec
+
+from inspect_swarm import Budget, leaderless, member, swarm
+from inspect_swarm.scripted import scripted_model
+
+from .helpers import result, task
+
+ROOT = Path(__file__).parents[2]
+
+
+def test_cli_solver_form(tmp_path: Path) -> None:
+    command = [
+        sys.executable,
+        "-m",
+        "inspect_ai._cli.main",
+        "eval",
+        "examples/getting_started.py",
+        "--model",
+        "scripted/demo",
+        "-M",
+        "script=examples/getting_started.yaml",
+        "--solver",
+        "inspect_swarm/swarm",
+        "-S",
+        "members={factory: react, count: 4}",
+        "-S",
+        "channels=[]",
+        "-S",
+        "budget={time: 600, split: equal}",
+        "--sample-id",
+        "product",
+        "--log-dir",
+        str(tmp_path),
+        "--display",
+        "none",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    [path] = tmp_path.glob("*.eval")
+    log = read_eval_log(str(path))
+    assert log.status == "success"
+    assert log.eval.solver == "inspect_swarm/swarm"
+    assert log.samples
+    record = result(log.samples[0])
+    assert [m["name"] for m in record["members"]] == [f"react-{i}" for i in range(1, 5)]
+    assert record["final"]["member"] == "react-2"
+    assert log.samples[0].store["inspect_swarm:ledger"]["budget"]["split"] == "equal"
+
+
+def test_the_log_rebuilds_the_swarm(tmp_path: Path) -> None:
+    solver = swarm(
+        member(react, {"prompt": "Be brief."}, name="w", count=2),
+        controller=leaderless(stop_on_submission=False),
+        channels=[],
+        budget=Budget(grace=5.0, split="equal"),
+    )
+    [log] = eval(
+        task(None),
+        solver=solver,
+        model=scripted_model({"members": {"*": [{"submit": "42"}]}}),
+        log_dir=str(tmp_path / "first"),
+        display="none",
+    )
+    logged = log.eval
+    assert logged.solver_args is not None
+    assert logged.solver_args["members"] == {
+        "factory": "inspect_ai/react",
+        "args": {"prompt": "Be brief."},
+        "name": "w",
+        "count": 2,
+    }
+    assert logged.solver_args["controller"]["params"] == {"stop_on_submission": False, "final": None}
+    rebuilt = solver_from_spec(
+        SolverSpec(logged.solver or "", logged.solver_args, logged.solver_args_passed or {})
+    )
+    [again] = eval(
+        task(rebuilt),
+        model=scripted_model({"members": {"*": [{"submit": "42"}]}}),
+        log_dir=str(tmp_path / "again"),
+        display="none",
+    )
+    assert again.samples
+    record = result(again.samples[0])
+    assert [m["status"] for m in record["members"]] == ["submitted", "submitted"]
+    ledger = again.samples[0].store["inspect_swarm:ledger"]
+    assert ledger["stop_reason"] == "all_done"
+    assert ledger["budget"]["grace"] == 5.0
+
+
+def test_inside_task_solver(tmp_path: Path) -> None:
+    from inspect_ai.dataset import Sample
+    from inspect_ai.scorer import includes
+
+    t = Task(
+        dataset=[Sample(input="x", target="42")],
+        solver=swarm(member(react, count=2), channels=[]),
+        scorer=includes(),
+    )
+    [log] = eval(
+        t,
+        model=scripted_model({"members": {"*": [{"submit": "42"}]}}),
+        log_dir=str(tmp_path),
+        display="none",
+    )
+    assert log.status == "success" and log.samples
+    assert log.samples[0].scores and log.samples[0].scores["includes"].value == "C"

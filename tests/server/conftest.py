@@ -1,0 +1,115 @@
+"""A real swarm server per test module, started as a subprocess on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from inspect_swarm.server import SwarmsClient
+from inspect_swarm.server._isolation import namespaces_supported
+
+KEY = "test-key"
+OTHER_KEY = "other-key"
+READ_ONLY_KEY = "read-key"
+
+needs_namespaces = pytest.mark.skipif(
+    not namespaces_supported(), reason="namespace sandboxes need Linux, root and util-linux"
+)
+
+
+@dataclass
+class Server:
+    url: str
+    state_dir: Path
+    process: subprocess.Popen[bytes]
+    args: tuple[str, ...]
+
+    def client(self, key: str = KEY, **kwargs: object) -> SwarmsClient:
+        return SwarmsClient(api_key=key, base_url=self.url, poll_interval=0.1, **kwargs)  # type: ignore[arg-type]
+
+    def http(self, key: str | None = KEY) -> httpx.Client:
+        headers = {} if key is None else {"Authorization": f"Bearer {key}"}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+
+    def kill(self, sig: int = signal.SIGTERM) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            self.process.wait(timeout=30)
+
+    def health(self) -> dict[str, object]:
+        return dict(httpx.get(f"{self.url}/healthz", timeout=10).json())
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "inspect_swarm.server._cli", *args]
+
+
+def start_server(state_dir: Path, *extra: str) -> Server:
+    """Start `inspect-swarm server` on a free loopback port and wait until it answers."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    ready = state_dir.parent / f"{state_dir.name}.ready"
+    ready.unlink(missing_ok=True)
+    args = (
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--ready-file",
+        str(ready),
+        "--state-dir",
+        str(state_dir),
+        "--min-timeout",
+        "1",
+        "--api-key",
+        KEY,
+        "--api-key",
+        OTHER_KEY,
+        "--api-key",
+        f"{READ_ONLY_KEY}:read",
+        *extra,
+    )
+    log = (state_dir.parent / f"{state_dir.name}.log").open("ab")
+    process = subprocess.Popen(
+        cli("server", *args), stdout=log, stderr=log, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+    )
+    for _ in range(300):
+        if ready.exists() and ready.read_text():
+            url = json.loads(ready.read_text())["url"]
+            return Server(url, state_dir, process, args)
+        if process.poll() is not None:
+            break
+        time.sleep(0.05)
+    process.kill()
+    raise RuntimeError(f"the server did not start: {log.name}")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A server with 8 GiB to book and test keys (one account each, and a read-only key)."""
+    handle = start_server(tmp_path_factory.mktemp("swarm") / "state", "--memory-gib", "8")
+    yield handle
+    handle.kill(signal.SIGTERM)
+
+
+def wait_for(client: SwarmsClient, run_id: str, timeout: float = 60) -> dict[str, object]:
+    return client.swarms.wait(run_id, poll_interval=0.1, timeout=timeout)
+
+
+def wait_until(predicate: object, timeout: float = 30) -> None:
+    """Poll `predicate` (a callable) until it is true, failing after `timeout` seconds."""
+    assert callable(predicate)
+    for _ in range(int(timeout / 0.05)):
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")

@@ -1,0 +1,145 @@
+"""The client: retries, idempotency keys, typed errors (stub transport), async on a real server."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import httpx
+import pytest
+
+from inspect_swarm.server import (
+    APIConnectionError,
+    AsyncSwarmsClient,
+    AuthenticationError,
+    ConflictError,
+    NotFoundError,
+    PlanRequiredError,
+    RateLimitError,
+    SwarmsAPIError,
+    SwarmsClient,
+)
+from inspect_swarm.server._client import parse_size
+
+from .conftest import KEY, Server, needs_namespaces
+
+
+def _client(handler: Callable[[httpx.Request], httpx.Response], **kw: object) -> SwarmsClient:
+    return SwarmsClient(
+        api_key="k", base_url="http://stub", transport=httpx.MockTransport(handler), **kw
+    )  # type: ignore[arg-type]
+
+
+def test_start_retries_with_one_idempotency_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("time.sleep", lambda _: None)
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if len(seen) == 1:
+            raise httpx.ConnectError("refused")
+        if len(seen) == 2:
+            return httpx.Response(503, headers={"Retry-After": "0"})
+        if len(seen) == 3:
+            return httpx.Response(429, json={"detail": "slow down", "code": "rate_limited"})
+        return httpx.Response(201, json={"id": "r1", "status": "queued"})
+
+    with _client(handler) as client:
+        assert client.swarms.start("true", count=1)["id"] == "r1"
+    keys = {r.headers["Idempotency-Key"] for r in seen}
+    assert len(seen) == 4 and len(keys) == 1
+    assert all(r.headers["Authorization"] == "Bearer k" for r in seen)
+
+
+def test_backoff_honours_retry_after(monkeypatch: pytest.MonkeyPatch) -> None:
+    sleeps: list[float] = []
+    monkeypatch.setattr("time.sleep", sleeps.append)
+    answers = iter(
+        [
+            httpx.Response(429, headers={"Retry-After": "7"}),
+            httpx.Response(503),
+            httpx.Response(200, json={"swarms": []}),
+        ]
+    )
+    with _client(lambda _: next(answers)) as client:
+        assert client.swarms.list() == []
+    assert sleeps == [7.0, 1.0]
+
+
+def test_gives_up_and_raises_typed_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("time.sleep", lambda _: None)
+    calls = 0
+
+    def refuse(_: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        raise httpx.ConnectError("refused")
+
+    with _client(refuse, max_retries=2) as client, pytest.raises(APIConnectionError):
+        client.swarms.get("x")
+    assert calls == 3
+    cases = [
+        (401, {"detail": "no key", "code": "unauthorized"}, AuthenticationError),
+        (403, {"detail": {"code": "swarm_too_large", "message": "big"}}, AuthenticationError),
+        (402, {"error": {"code": "plan_required", "message": "upgrade"}}, PlanRequiredError),
+        (404, {"detail": "gone", "code": "not_found"}, NotFoundError),
+        (409, {"detail": "busy", "code": "server_busy"}, ConflictError),
+        (429, {"detail": "slow"}, RateLimitError),
+        (400, {"detail": "bad", "code": "invalid_request"}, SwarmsAPIError),
+    ]
+    for status, body, error in cases:
+        with (
+            _client(
+                lambda _, s=status, b=body: httpx.Response(s, json=b),  # type: ignore[misc]
+                max_retries=0,
+            ) as client,
+            pytest.raises(error) as caught,
+        ):
+            client.swarms.get("x")
+        assert caught.value.status == status
+    assert caught.value.code == "invalid_request" and caught.value.message == "bad"
+
+
+def test_post_without_idempotency_is_not_resent_after_5xx(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("time.sleep", lambda _: None)
+    calls = 0
+
+    def fail(_: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        return httpx.Response(500, json={"detail": "boom", "code": "internal_error"})
+
+    with _client(fail) as client, pytest.raises(SwarmsAPIError):
+        client.swarms.cancel("x")
+    assert calls == 1
+
+
+def test_tolerant_parsing_and_missing_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    with _client(lambda _: httpx.Response(200, json=[{"id": "a"}])) as client:
+        assert client.swarms.list() == [{"id": "a"}]
+    with _client(lambda _: httpx.Response(200, text='{"index": 0}\n\n{"index": 1}\n')) as client:
+        assert client.swarms.results("r") == [{"index": 0}, {"index": 1}]
+    monkeypatch.delenv("MARITIME_API_KEY", raising=False)
+    with pytest.raises(ValueError, match="MARITIME_API_KEY"):
+        SwarmsClient(base_url="http://stub")
+    assert parse_size("4x8") == {"vcpus": 4, "memoryGb": 8}
+    with pytest.raises(ValueError, match="2x4"):
+        parse_size("big")
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@needs_namespaces
+@pytest.mark.anyio
+async def test_async_client_against_the_server(server: Server) -> None:
+    async with AsyncSwarmsClient(api_key=KEY, base_url=server.url, poll_interval=0.1) as client:
+        run = await client.swarms.start("echo async $MARITIME_SWARM_INDEX", count=2, size="1x1")
+        done = await client.swarms.wait(run["id"], timeout=60)
+        results = await client.swarms.results(run["id"])
+        assert [r["stdoutTail"] for r in results] == ["async 0\n", "async 1\n"]
+        assert done["counts"]["succeeded"] == 2
+        assert any(r["id"] == run["id"] for r in await client.swarms.list())
+        with pytest.raises(NotFoundError):
+            await client.swarms.get("missing")

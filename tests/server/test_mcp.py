@@ -1,0 +1,60 @@
+"""The MCP tools, called in-process through the SDK's client, against a real server."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from inspect_swarm.server import AsyncSwarmsClient
+
+from .conftest import KEY, Server, needs_namespaces
+
+mcp = pytest.importorskip("mcp")
+pytestmark = [needs_namespaces, pytest.mark.anyio]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _data(result: object) -> dict[str, object]:
+    structured = getattr(result, "structured_content", None) or getattr(
+        result, "structuredContent", None
+    )
+    if structured:
+        return dict(structured.get("result", structured))
+    return dict(json.loads(result.content[0].text))  # type: ignore[attr-defined]
+
+
+async def test_swarms_tools(server: Server) -> None:
+    from mcp import Client
+
+    from inspect_swarm.server._mcp import build_mcp_server
+
+    api = AsyncSwarmsClient(api_key=KEY, base_url=server.url, poll_interval=0.1)
+    async with Client(build_mcp_server(api)) as session:  # type: ignore[arg-type]
+        names = {tool.name for tool in (await session.list_tools()).tools}
+        assert names == {
+            "swarms_run",
+            "swarms_list",
+            "swarms_get",
+            "swarms_cancel",
+            "swarms_results",
+        }
+        run = _data(
+            await session.call_tool(
+                "swarms_run", {"command": "echo mcp", "count": 2, "size": "1x1", "wait": True}
+            )
+        )
+        assert run["status"] == "completed"
+        results = _data(await session.call_tool("swarms_results", {"swarm_id": run["id"]}))
+        assert [r["stdoutTail"] for r in results["results"]] == ["mcp\n", "mcp\n"]  # type: ignore[attr-defined]
+        got = _data(await session.call_tool("swarms_get", {"swarm_id": run["id"]}))
+        assert got["id"] == run["id"]
+        listed = _data(await session.call_tool("swarms_list", {}))
+        assert any(r["id"] == run["id"] for r in listed["swarms"])  # type: ignore[attr-defined]
+        cancelled = _data(await session.call_tool("swarms_cancel", {"swarm_id": run["id"]}))
+        assert cancelled["status"] == "completed"
+    await api.aclose()

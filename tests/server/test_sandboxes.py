@@ -1,0 +1,208 @@
+"""Sandboxes end to end: inputs, env, files, results, failures, cancel, waves, isolation."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from .conftest import Server, needs_namespaces, start_server, wait_for, wait_until
+
+pytestmark = needs_namespaces
+
+TINY = "1x1"
+
+
+def test_count_runs_every_index_with_the_swarm_and_lease_variables(server: Server) -> None:
+    with server.client() as client:
+        run = client.swarms.start(
+            'echo "$MARITIME_SWARM_INDEX/$MARITIME_SWARM_COUNT $MARITIME_SWARM_ID '
+            '$MARITIME_SERVER_LEASE_ID ${MARITIME_API_KEY%%_*} $E2B_API_KEY $MARITIME_API_URL"',
+            count=5,
+            size=TINY,
+            name="env",
+        )
+        assert run["size"] == {"name": "custom", "vcpus": 1, "memoryGb": 1}
+        done = wait_for(client, run["id"])
+        lease = client.servers.lease()
+    assert done["status"] == "completed"
+    assert done["counts"]["succeeded"] == 5 and done["done"] == 5
+    for i, sandbox in enumerate(done["sandboxes"]):
+        index, run_id, lease_id, prefix, e2b_key, url = sandbox["stdoutTail"].split()
+        assert (sandbox["index"], index) == (i, f"{i}/5")
+        assert (run_id, lease_id, prefix) == (run["id"], lease["id"], "mlk")
+        assert e2b_key == lease["apiKey"] and url == server.url
+        assert sandbox["sandboxId"].startswith("sbx-") and sandbox["exitCode"] == 0
+    for key in (
+        "id",
+        "name",
+        "status",
+        "count",
+        "size",
+        "concurrency",
+        "counts",
+        "done",
+        "waitingReason",
+        "error",
+        "durationSeconds",
+        "estimatedCostCents",
+    ):
+        assert key in done
+
+
+def test_inputs_quote_args_and_set_env_files_and_results(server: Server) -> None:
+    inputs = [
+        {"args": ["two words", "$HOME", "it's"]},
+        {"args": ["--seed", "2"], "env": {"TEMPERATURE": "0.7"}},
+        {"files": {"/work/task.json": '{"id": 3}'}},
+    ]
+    command = (
+        'for a in "$@"; do echo "[$a]"; done; echo "T=$TEMPERATURE G=$SHARED"; '
+        "cat /work/task.json 2>/dev/null; mkdir -p /work; "
+        'printf "%s" "r$MARITIME_SWARM_INDEX" > /work/result.json'
+    )
+    with server.client() as client:
+        run = client.swarms.start(
+            f"sh -c '{command}' sh",
+            inputs=inputs,
+            size=TINY,
+            env={"SHARED": "all"},
+            result_path="/work/result.json",
+        )
+        done = wait_for(client, run["id"])
+        results = client.swarms.results(run["id"])
+    assert run["count"] == 3
+    assert [r["index"] for r in results] == [0, 1, 2]
+    first, second, third = (r["stdoutTail"] for r in results)
+    assert first.startswith("[two words]\n[$HOME]\n[it's]\n")
+    assert "[--seed]\n[2]\nT=0.7 G=all" in second
+    assert '{"id": 3}' in third and "T= G=all" in third
+    assert [r["result"] for r in results] == ["r0", "r1", "r2"]
+    assert all(r["status"] == "succeeded" for r in done["sandboxes"])
+
+
+def test_argv_command_and_binary_result(server: Server) -> None:
+    with server.client() as client:
+        run = client.swarms.start(
+            [
+                "python3",
+                "-c",
+                "import sys; open('/tmp/r','wb').write(bytes([0,255,1]));print(sys.argv[1:])",
+            ],
+            inputs=[{"args": ["a b", "c"]}],
+            size=TINY,
+            result_path="/tmp/r",
+        )
+        (sandbox,) = wait_for(client, run["id"])["sandboxes"]
+    assert sandbox["stdoutTail"] == "['a b', 'c']\n"
+    assert (sandbox["result"], sandbox["resultEncoding"]) == ("AP8B", "base64")
+
+
+def test_failures_carry_their_reason(server: Server) -> None:
+    with server.client() as client:
+        exit3 = client.swarms.start("echo out; echo err >&2; exit 3", count=1, size=TINY)
+        slow = client.swarms.start("sleep 30", count=1, size=TINY, timeout_seconds=1)
+        oom = client.swarms.start("python3 -c 'a = bytearray(3 * 1024**3)'", count=1, size=TINY)
+        boot = client.swarms.start("true", count=1, size=TINY, files={"/proc/not-writable": "x"})
+        big = client.swarms.start(
+            "head -c 70000 /dev/zero > /tmp/big", count=1, size=TINY, result_path="/tmp/big"
+        )
+        outcomes = {
+            name: wait_for(client, r["id"])["sandboxes"][0]
+            for name, r in [
+                ("exit3", exit3),
+                ("slow", slow),
+                ("oom", oom),
+                ("boot", boot),
+                ("big", big),
+            ]
+        }
+    assert outcomes["exit3"]["status"] == "failed"
+    assert outcomes["exit3"]["exitCode"] == 3 and outcomes["exit3"]["error"] == "exit code 3"
+    assert (outcomes["exit3"]["stdoutTail"], outcomes["exit3"]["stderrTail"]) == ("out\n", "err\n")
+    assert outcomes["slow"]["error"] == "timeout after 1s"
+    assert outcomes["oom"]["error"] == "out of memory (1 GiB)"
+    assert outcomes["boot"]["error"].startswith("boot failed: cannot write /proc/not-writable")
+    assert "64 KB" in outcomes["big"]["error"] and outcomes["big"]["status"] == "failed"
+    assert all(o["status"] == "failed" for o in outcomes.values())
+
+
+def test_output_tails_keep_the_last_16_kb(server: Server) -> None:
+    with server.client() as client:
+        run = client.swarms.start("seq 1 20000", count=1, size=TINY)
+        (sandbox,) = wait_for(client, run["id"])["sandboxes"]
+    tail = sandbox["stdoutTail"]
+    assert len(tail.encode()) == 16 * 1024
+    assert tail.endswith("19999\n20000\n")
+
+
+def test_cancel_stops_running_and_queued_and_keeps_finished(server: Server) -> None:
+    with server.client() as client:
+        run = client.swarms.start(
+            '[ "$MARITIME_SWARM_INDEX" = 0 ] && exit 0; sleep 60',
+            count=5,
+            size=TINY,
+            concurrency=2,
+        )
+
+        def two_running() -> bool:
+            counts = client.swarms.get(run["id"])["counts"]
+            return counts["running"] == 2 and counts["succeeded"] == 1
+
+        wait_until(two_running)
+        started = time.monotonic()
+        client.swarms.cancel(run["id"])
+        done = wait_for(client, run["id"], timeout=20)
+        elapsed = time.monotonic() - started
+    statuses = [s["status"] for s in done["sandboxes"]]
+    assert statuses == ["succeeded"] + ["cancelled"] * 4
+    assert [s["startedAt"] is None for s in done["sandboxes"]] == [False, False, False, True, True]
+    assert done["status"] == "completed" and elapsed < 20
+
+
+def test_more_sandboxes_than_fit_run_in_waves(tmp_path: Path) -> None:
+    small = start_server(tmp_path / "state", "--memory-gib", "2", "--stuck-timeout", "2")
+    try:
+        with small.client() as client:
+            run = client.swarms.start("sleep 0.3", count=6, size=TINY)
+            assert run["concurrency"] == 2
+            done = wait_for(client, run["id"])
+            assert done["counts"]["succeeded"] == 6
+            assert small.health()["maxRunning"] == 2
+            # one run fills the memory: the next waits with a reason, then fails when stuck
+            hog = client.swarms.start("sleep 60", count=2, size=TINY)
+            blocked = client.swarms.start("true", count=1, size=TINY)
+            wait_until(lambda: client.swarms.get(blocked["id"])["waitingReason"] is not None)
+            reason = client.swarms.get(blocked["id"])["waitingReason"]
+            assert reason == "swarm server memory full: 2/2 GiB booked"
+            stuck = wait_for(client, blocked["id"], timeout=20)["sandboxes"][0]
+            assert stuck["status"] == "failed" and reason in stuck["error"]
+            client.swarms.cancel(hog["id"])
+            wait_for(client, hog["id"])
+    finally:
+        small.kill()
+
+
+def test_isolation(server: Server, tmp_path: Path) -> None:
+    marker = tmp_path / "host-secret.txt"
+    marker.write_text("host")
+    os.chmod(tmp_path, 0o755)
+    script = (
+        "hostname; cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '; "
+        "echo sandbox > /usr/local/x-$MARITIME_SWARM_INDEX; ls /usr/local | grep x- ; "
+        f"ls {server.state_dir} 2>&1 | head -1; ps -e --no-headers | wc -l; "
+        "sleep 1"
+    )
+    with server.client() as client:
+        run = client.swarms.start(script, count=3, size=TINY)
+        done = wait_for(client, run["id"])
+    for sandbox in done["sandboxes"]:
+        lines = sandbox["stdoutTail"].split("\n")
+        assert lines[0] == sandbox["sandboxId"]  # own hostname (UTS namespace)
+        assert lines[1:2] == ["lo"] and lines[2].startswith("x-")  # only loopback
+        assert lines[2] == f"x-{sandbox['index']}"  # sees its own write, not its siblings'
+        assert "No such file" in lines[3] or lines[3] == ""  # the server's state is masked
+        assert int(lines[4]) < 10  # own PID namespace
+    assert not list(Path("/usr/local").glob("x-*"))  # the host's root is untouched
+    assert json.dumps(done).count("host-secret") == 0
