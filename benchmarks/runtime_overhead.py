@@ -112,8 +112,10 @@ def main() -> None:
         return scripted_model(script(), usage={"input_tokens": 10, "output_tokens": 1})
 
     run_once("bare", 1, model)  # warm up imports and caches
-    print(f"{'k':>4} {'bare s':>8} {'swarm s':>8} {'ratio':>6} {'capped s':>9} {'cap/swarm':>9}"
-          f" {'extra KB/member':>15}")
+    print(
+        f"{'k':>4} {'bare s':>8} {'swarm s':>8} {'ratio':>6} {'capped s':>9} {'cap/swarm':>9}"
+        f" {'extra KB/member':>15}"
+    )
     for k in args.k:
         times = {
             name: min(run_once(name, k, model) for _ in range(args.repeat))

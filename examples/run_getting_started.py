@@ -34,8 +34,10 @@ def main() -> None:
         record = sample.store["inspect_swarm:result"]
         score = sample.scores["match"].value if sample.scores else None
         final = record["final"]
-        print(f"\nsample {sample.id!r}: answer {sample.output.completion!r} from {final['member']} "
-              f"({final['mode']}), score {score}")
+        print(
+            f"\nsample {sample.id!r}: answer {sample.output.completion!r} from {final['member']} "
+            f"({final['mode']}), score {score}"
+        )
         for m in record["members"]:
             print(f"  {m['name']:<10} {m['state']:<8} {m['status']:<12} {m['time']:>6.2f}s")
         ledger = sample.store["inspect_swarm:ledger"]

@@ -1,9 +1,13 @@
 import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("INSPECT_DISPLAY", "none")
+# the examples are importable, so tests run them as written
+sys.path.insert(0, str(Path(__file__).parents[1] / "examples"))
 
 
 @pytest.fixture(params=["asyncio", "trio"])

@@ -14,7 +14,6 @@ from inspect_ai.model import ModelUsage
 
 from ._context import SwarmHost, current_member, current_swarm
 
-
 # swarms metering in this process: the hooks are global, so they stay off when none runs
 _metering = 0
 

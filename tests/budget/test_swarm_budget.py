@@ -212,6 +212,8 @@ def test_ended_by_operator(backend: str, tmp_path: Path) -> None:
     ledger = ledger_of(sample)
     assert sample.limit is not None and sample.limit.type == "operator"
     assert ledger.ended_by == "operator" and ledger.interrupted
+    # an operator's interrupt is never swallowed: every member is cancelled with the sample
+    assert {m["status"] for m in sample.store["inspect_swarm:result"]["members"]} == {"cancelled"}
 
 
 def test_a_swarm_of_one_reads_the_same_caps_as_a_swarm_of_k(tmp_path: Path) -> None:

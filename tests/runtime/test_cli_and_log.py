@@ -77,7 +77,10 @@ def test_the_log_rebuilds_the_swarm(tmp_path: Path) -> None:
         "name": "w",
         "count": 2,
     }
-    assert logged.solver_args["controller"]["params"] == {"stop_on_submission": False, "final": None}
+    assert logged.solver_args["controller"]["params"] == {
+        "stop_on_submission": False,
+        "final": None,
+    }
     rebuilt = solver_from_spec(
         SolverSpec(logged.solver or "", logged.solver_args, logged.solver_args_passed or {})
     )

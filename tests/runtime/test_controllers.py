@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 from inspect_ai.agent import react
+from stop_on_proof import checked_solver, until_proved
 
 from inspect_swarm import (
     Controller,
@@ -17,7 +18,7 @@ from inspect_swarm import (
 )
 
 from .helpers import infos, result, run, statuses
-from .spec_controllers import checked_solver, escalate, prefer, until_proved
+from .spec_controllers import escalate, prefer
 
 SLOW = [{"text": "still working", "delay": 0.2}]
 

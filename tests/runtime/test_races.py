@@ -2,8 +2,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from inspect_ai.agent import Agent, AgentState, agent, react
-from inspect_ai.log._samples import sample_active
+from inspect_ai.agent import react
 
 from inspect_swarm import (
     Budget,
@@ -26,7 +25,10 @@ def test_a_call_in_flight_at_a_submission_finishes_and_is_recorded(
 ) -> None:
     sample = run(
         swarm(member(react, count=2), channels=[]),
-        {"react-1": [{"submit": "42", "delay": 0.1}], "react-2": [{"text": "mid-call", "delay": 0.6}] + SLOW},
+        {
+            "react-1": [{"submit": "42", "delay": 0.1}],
+            "react-2": [{"text": "mid-call", "delay": 0.6}, *SLOW],
+        },
         tmp_path,
     )
     assert statuses(sample) == {"react-1": "submitted", "react-2": "stopped"}
@@ -123,29 +125,11 @@ def test_a_limit_keeps_the_answer_so_far_as_provisional(backend: str, tmp_path: 
     )
     assert sample.limit is not None and sample.limit.type == "token"
     record = result(sample)
-    assert record["final"] == {"mode": "first", "member": "react-1", "reason": None, "provisional": True}
+    assert record["final"] == {
+        "mode": "first",
+        "member": "react-1",
+        "reason": None,
+        "provisional": True,
+    }
     assert sample.output.completion == "42"
     assert statuses(sample) == {"react-1": "submitted", "react-2": "cancelled"}
-
-
-@agent
-def interrupter() -> Agent:
-    async def execute(state: AgentState) -> AgentState:
-        active = sample_active()
-        assert active is not None
-        active.interrupt("score")
-        await anyio.sleep(30)
-        return state
-
-    return execute
-
-
-def test_an_operator_interrupt_is_not_swallowed(backend: str, tmp_path: Path) -> None:
-    sample = run(
-        swarm([member(interrupter), member(react)], channels=[]),
-        {"*": SLOW * 50},
-        tmp_path,
-    )
-    assert sample.limit is not None and sample.limit.type == "operator"
-    assert set(statuses(sample).values()) == {"cancelled"}
-    assert sample.store["inspect_swarm:ledger"]["ended_by"] == "operator"
