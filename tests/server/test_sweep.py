@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,12 @@ def test_sweep_gathers_logs_in_one_directory(tmp_path: Path) -> None:
     shared = tmp_path / "sweep"
     shared.mkdir()
     (shared / "tiny.py").write_text(TASK)
-    server = start_server(tmp_path / "state", "--memory-gib", "4", "--share", str(shared))
+    # each sandbox has a private /tmp: share the environment that runs `inspect` too, wherever
+    # the checkout lives (CI's may be under /tmp)
+    environment = str(Path(sys.prefix).parent)
+    server = start_server(
+        tmp_path / "state", "--memory-gib", "4", "--share", str(shared), "--share", environment
+    )
     try:
         arms = {
             "arm-a": ["tiny.py", "--model", "mockllm/model", "--limit", "1"],

@@ -3,7 +3,8 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from typing import cast
 
 import anyio
 from inspect_ai.event import Event, ModelEvent
@@ -21,10 +22,9 @@ from .._channel._channel import (
     WaitSpec,
 )
 from .._context import SwarmHost, current_member
+from ._evidence import EVIDENCE_SOURCE, log_evidence
 from ._record import Draft, Record, Refused, freeze, thaw
 from ._storm import RateWindow
-
-EVIDENCE_SOURCE = "inspect_swarm"
 
 WaitOutcome = str
 """`news`, `all_waiting`, `stopping`, `member_ending`, `timeout` or `cancelled`."""
@@ -88,6 +88,8 @@ class _Open:
     name: str
     prefix: str
     tools: list[Tool]
+    # whether the state wakes waits, checked once: a protocol isinstance() is slow
+    waiting: bool
     numbers: int = 0
     rates: dict[str, RateWindow] = field(default_factory=dict)
 
@@ -154,7 +156,12 @@ class Bus:
                 "WaitingState (wait_check, wakes, news)."
             )
         self._channels[channel.name] = _Open(
-            channel, state, channel.name, channel.prefix, state.tools()
+            channel,
+            state,
+            channel.name,
+            channel.prefix,
+            state.tools(),
+            waiting=isinstance(state, WaitingState),
         )
 
     # -- who calls -------------------------------------------------------------------------
@@ -209,8 +216,9 @@ class Bus:
         """
         opened = self._channels[channel]
         caller = self.caller()
+        # the number is taken only once the record is valid
         record = Record(
-            id="",
+            id=f"{opened.prefix}-{opened.numbers + 1}",
             channel=channel,
             kind=draft.kind,
             sender=caller.member,
@@ -225,7 +233,6 @@ class Bus:
         )
         opened.state.validate(record)
         opened.numbers += 1
-        record = replace(record, id=f"{opened.prefix}-{opened.numbers}")
         now = self.clock()
         rate = opened.rate(caller.member)
         try:
@@ -304,9 +311,8 @@ class Bus:
         self._evidence("read", channel, caller, listing=listing, **dict(data))
 
     def _evidence(self, kind: str, channel: str | None, caller: Caller, **data: JsonValue) -> None:
-        transcript().info(
-            {"type": "comm", "kind": kind, "channel": channel, **caller.evidence(), **data},
-            source=EVIDENCE_SOURCE,
+        log_evidence(
+            {"type": "comm", "kind": kind, "channel": channel, **caller.evidence(), **data}
         )
 
     # -- notices ---------------------------------------------------------------------------
@@ -445,8 +451,7 @@ class Bus:
     def _waiting_states(self) -> Iterator[WaitingState]:
         for opened in self._channels.values():
             if opened.channel.max_wait is not None:
-                assert isinstance(opened.state, WaitingState)
-                yield opened.state
+                yield cast(WaitingState, opened.state)
 
     def _untold_ended(self, spec: WaitSpec) -> list[tuple[str, str | None]]:
         told = self._members[spec.member].ended_told.get(spec.loop, 0)
@@ -474,10 +479,11 @@ class Bus:
             self._members[caller.member].ended_told[caller.loop] = len(self._ended)
 
     def _wake(self, opened: _Open, record: Record) -> None:
-        if not isinstance(opened.state, WaitingState):
+        if not opened.waiting or not self._pending:
             return
+        state = cast(WaitingState, opened.state)
         for wait in list(self._pending.values()):
-            if wait.outcome is None and opened.state.wakes(wait.spec, record):
+            if wait.outcome is None and state.wakes(wait.spec, record):
                 wait.release("news")
 
     def _release(self, outcome: WaitOutcome, member: str | None = None) -> None:

@@ -1,14 +1,19 @@
-"""Host child processes on anyio: spawn with a pre-exec hook, stream output, wait on a pidfd.
+"""Host child processes on anyio: spawn into cgroups, stream output, wait on a pidfd.
 
-anyio's own `open_process` has no pre-exec hook, and sandboxes need one: the child must join
-its cgroups and ask to be killed with the server (PR_SET_PDEATHSIG) before it execs. Waiting
-on a pidfd and on non-blocking pipes keeps everything on anyio, so asyncio and trio both work.
+A sandbox's processes must join its cgroups and ask to be killed with the server
+(PR_SET_PDEATHSIG) before they run. A Python pre-exec hook would do both, but it makes
+`subprocess` fork the whole server instead of using vfork, and it blocks the event loop until
+the child has joined its cgroups (a cgroup move waits for an RCU grace period): together some
+15-20 ms per process, one at a time. So the child does it after exec, as `setpriv
+--pdeathsig` and a few lines of `/bin/sh`, and the server only pays for a vfork. Waiting on a
+pidfd and on non-blocking pipes keeps everything on anyio, so asyncio and trio both work.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -19,28 +24,32 @@ import anyio
 
 _PR_SET_PDEATHSIG = 1
 _READ_CHUNK = 65536
+_SETPRIV = shutil.which("setpriv")
+# argv: cgroup.procs files, "--", the command; the shell moves itself, then execs the command
+_JOIN_CGROUPS = (
+    'while [ "$1" != -- ]; do echo 0 > "$1" || { echo "cannot join cgroup $1" >&2; exit 125; }; '
+    'shift; done; shift; exec "$@"'
+)
 
 
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
-
-
-def _pre_exec(cgroup_procs: Sequence[Path], die_with_server: bool) -> Callable[[], None]:
-    """The hook run in the child between fork and exec (low-level calls only)."""
-    libc = _libc() if die_with_server else None
-    paths = [str(p) for p in cgroup_procs]
+def _pdeathsig_hook() -> Callable[[], None]:
+    """Without setpriv: PR_SET_PDEATHSIG from a pre-exec hook (forks the whole server)."""
+    libc = ctypes.CDLL(None, use_errno=True)
 
     def hook() -> None:
-        if libc is not None:
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        for path in paths:
-            fd = os.open(path, os.O_WRONLY)
-            try:
-                os.write(fd, b"0\n")
-            finally:
-                os.close(fd)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
     return hook
+
+
+def _wrapped_argv(options: SpawnOptions) -> list[str]:
+    """The command line that joins the cgroups and dies with the server, then runs argv."""
+    argv = list(options.argv)
+    if options.cgroup_procs:
+        argv = ["/bin/sh", "-c", _JOIN_CGROUPS, "sh", *map(str, options.cgroup_procs), "--", *argv]
+    if options.die_with_server and _SETPRIV is not None:
+        argv = [_SETPRIV, "--pdeathsig", "KILL", "--", *argv]
+    return argv
 
 
 @dataclass(frozen=True)
@@ -51,7 +60,7 @@ class SpawnOptions:
     env: Mapping[str, str]
     cwd: str | None = None
     cgroup_procs: Sequence[Path] = ()
-    """`cgroup.procs` files the child joins before exec."""
+    """`cgroup.procs` files the child joins before the command runs."""
     new_session: bool = True
     """Own session and process group, so the whole group can be signalled."""
     stdin: bool = False
@@ -146,8 +155,9 @@ class ChildProcess:
 def spawn(options: SpawnOptions) -> ChildProcess:
     """Start a host process (fork and exec happen on the calling thread)."""
     pipe = subprocess.PIPE
+    hook = _pdeathsig_hook() if options.die_with_server and _SETPRIV is None else None
     popen = subprocess.Popen(
-        list(options.argv),
+        _wrapped_argv(options),
         stdin=pipe if options.stdin else subprocess.DEVNULL,
         stdout=pipe,
         stderr=pipe,
@@ -155,6 +165,6 @@ def spawn(options: SpawnOptions) -> ChildProcess:
         env=dict(options.env),
         start_new_session=options.new_session,
         pass_fds=tuple(options.pass_fds),
-        preexec_fn=_pre_exec(options.cgroup_procs, options.die_with_server),
+        preexec_fn=hook,
     )
     return ChildProcess(popen, options.new_session)
