@@ -1,0 +1,90 @@
+"""What swarm() refuses when it is called: the type the spec names, and a message that names
+the argument, the bad value and the fix."""
+
+from typing import Any
+
+import pytest
+from inspect_ai.agent import react
+
+from inspect_swarm import (
+    Budget,
+    Channel,
+    filesystem,
+    member,
+    shared_memory,
+    swarm,
+    swarm_channel,
+)
+
+
+class Named(Channel):
+    def __init__(self, name: str, prefix: str) -> None:
+        self.name = name
+        self.prefix = prefix
+
+
+@swarm_channel
+def named(name: str = "notes", prefix: str = "n") -> Channel:
+    return Named(name, prefix)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"controller": 3}, TypeError, r"swarm\(controller=...\): 3 is not a Controller"),
+        ({"controller": "nope"}, ValueError, "no controller is registered as 'nope'"),
+        ({"channels": "nope"}, ValueError, "no channel is registered as 'nope'"),
+        ({"channels": [3]}, TypeError, r"swarm\(channels=...\): 3 is not a Channel"),
+        ({"channels": 3}, TypeError, "is not a channel or a list of channels"),
+        (
+            {"channels": ["filesystem", filesystem()]},
+            ValueError,
+            r"channels \['filesystem'\] is given more than once",
+        ),
+        (
+            {"channels": [shared_memory(), named(prefix="w")]},
+            ValueError,
+            r"share the prefix",
+        ),
+        (
+            {"channels": [named(), named(name="notes", prefix="m")]},
+            ValueError,
+            r"given more than once",
+        ),
+        ({"budget": 5}, TypeError, r"swarm\(budget=...\): 5 is not a Budget"),
+        ({"budget": {"split": [1, 2, 3]}}, ValueError, "split"),
+        ({"budget": Budget(split=(1.0, 2.0, 3.0))}, ValueError, "split"),
+    ],
+)
+def test_swarm_refusals(kwargs: dict[str, Any], error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=message):
+        swarm(member(react, count=2), **kwargs)
+
+
+def test_an_empty_roster_is_refused() -> None:
+    with pytest.raises(ValueError, match="the roster is empty"):
+        swarm([], channels=[])
+
+
+def test_a_shared_volume_needs_member_sandboxes() -> None:
+    with pytest.raises(ValueError, match=r"shared_volume=True\) is for members with their own"):
+        swarm(member(react, count=2), channels=[filesystem(shared_volume=True)])
+
+
+def test_per_member_sandboxes_refuse_the_shared_filesystem_channel() -> None:
+    with pytest.raises(ValueError, match="describes a shared sandbox"):
+        swarm(member(react, count=2, sandbox="{member}"))
+    # the shared-volume form and the board are fine
+    swarm(member(react, count=2, sandbox="{member}"), channels=[filesystem(shared_volume=True)])
+    swarm(member(react, count=2, sandbox="{member}"), channels=[shared_memory()])
+
+
+def test_bridged_members_are_refused_beside_a_channel_with_tools() -> None:
+    with pytest.raises(ValueError, match=r"bridged members \['react'\] cannot use channels"):
+        swarm(member(react, bridged=True), channels=[shared_memory()])
+    swarm(member(react, bridged=True), channels=["filesystem"])
+
+
+def test_channels_by_name_and_none() -> None:
+    swarm(member(react), channels="shared_memory")
+    swarm(member(react), channels=[])
