@@ -4,7 +4,7 @@ import math
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import NamedTuple, cast
 
 import anyio
 from inspect_ai.event import Event, ModelEvent
@@ -22,7 +22,7 @@ from .._channel._channel import (
     WaitSpec,
 )
 from .._context import SwarmHost, current_member
-from ._evidence import EVIDENCE_SOURCE, log_evidence
+from ._evidence import EVIDENCE_SOURCE, EvidenceLog
 from ._record import Draft, Record, Refused, freeze, thaw
 from ._storm import RateWindow
 
@@ -33,17 +33,13 @@ WaitOutcome = str
 _BACKGROUND_POLL = 0.25
 
 
-@dataclass(frozen=True)
-class Caller:
+class Caller(NamedTuple):
     """Who calls a channel's tool: the member, and the agent loop it acts in."""
 
     member: str
     loop: str | None
     own: bool
     tool_span: str | None
-
-    def evidence(self) -> dict[str, JsonValue]:
-        return {"member": self.member, "loop": self.loop, "nested": not self.own}
 
 
 @dataclass
@@ -117,6 +113,7 @@ class Bus:
 
     def __init__(self, host: SwarmHost, channels: Sequence[Channel]) -> None:
         self._host = host
+        self._evidence_log = EvidenceLog()
         self._roster = list(host.roster)
         self._channels: dict[str, _Open] = {}
         for channel in channels:
@@ -296,7 +293,7 @@ class Bus:
             seq=self._seq,
             op=record.kind,
             recipients=list(delivered_to),
-            **dict(data or {}),
+            **(data or {}),
         )
 
     def read(
@@ -308,12 +305,11 @@ class Bus:
             comm.listings += 1
         else:
             comm.reads += 1
-        self._evidence("read", channel, caller, listing=listing, **dict(data))
+        self._evidence("read", channel, caller, listing=listing, **data)
 
     def _evidence(self, kind: str, channel: str | None, caller: Caller, **data: JsonValue) -> None:
-        log_evidence(
-            {"type": "comm", "kind": kind, "channel": channel, **caller.evidence(), **data}
-        )
+        who = {"member": caller.member, "loop": caller.loop, "nested": not caller.own}
+        self._evidence_log.log({"type": "comm", "kind": kind, "channel": channel, **who, **data})
 
     # -- notices ---------------------------------------------------------------------------
 

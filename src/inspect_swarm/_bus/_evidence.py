@@ -1,15 +1,16 @@
 """The `comm` evidence events, built at a fraction of what `transcript().info()` costs.
 
-`transcript().info()` validates the data as JSON and draws a shortuuid (a `uuid4` turned
-into base 57, about half the cost of the event), for every event. The bus logs one or two
-events per board operation, with data it builds itself from JSON, so it copies a template
-event instead and gives it an id of the same randomness (128 bits) drawn more cheaply. The
-event is otherwise the one `transcript().info()` makes: the same fields, filled by the
-model's own default factories, in the current span.
+`transcript().info()` validates the data as JSON and draws a shortuuid (a `uuid4` from the
+system's random source, turned into base 57 in Python) for every event. The bus logs one or
+two events per board operation, with data it builds itself as plain JSON, so it copies a
+template event instead, and numbers the events of a run after a random prefix. The event is
+otherwise the one `transcript().info()` makes: the same fields, filled by the model's own
+default factories, in the current span.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from secrets import token_urlsafe
 from typing import Any, cast
@@ -34,19 +35,27 @@ _timestamp = _factory("timestamp")
 _working_start = _factory("working_start")
 
 
-def log_evidence(data: dict[str, JsonValue]) -> None:
-    """Add an InfoEvent with source `inspect_swarm` and `data` to the transcript.
+class EvidenceLog:
+    """The evidence events of one run of the swarm."""
 
-    `data` must be plain JSON that nothing changes afterwards: it goes into the event
-    without a copy.
-    """
-    event = _TEMPLATE.model_copy(
-        update={
-            "uuid": token_urlsafe(16),
-            "span_id": current_span_id(),
-            "timestamp": _timestamp(),
-            "working_start": _working_start(),
-            "data": data,
-        }
-    )
-    transcript()._event(event)
+    def __init__(self) -> None:
+        # event ids: 96 random bits for the run, then a count, so no two events share one
+        self._prefix = token_urlsafe(12)
+        self._numbers = itertools.count(1)
+
+    def log(self, data: dict[str, JsonValue]) -> None:
+        """Add an InfoEvent with source `inspect_swarm` and `data` to the transcript.
+
+        `data` must be plain JSON that nothing changes afterwards: it goes into the event
+        without a copy.
+        """
+        event = _TEMPLATE.model_copy(
+            update={
+                "uuid": f"{self._prefix}{next(self._numbers)}",
+                "span_id": current_span_id(),
+                "timestamp": _timestamp(),
+                "working_start": _working_start(),
+                "data": data,
+            }
+        )
+        transcript()._event(event)

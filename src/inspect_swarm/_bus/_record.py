@@ -14,8 +14,14 @@ FrozenJson: TypeAlias = (
 """JSON that cannot be changed: objects are read-only mappings and arrays are tuples."""
 
 
+# JSON's scalars, which freeze and thaw return as they are, checked first as the commonest
+_SCALARS = (str, int, float, bool, type(None))
+
+
 def freeze(value: JsonValue) -> FrozenJson:
     """A read-only copy of JSON."""
+    if isinstance(value, _SCALARS):
+        return value
     if isinstance(value, dict):
         return MappingProxyType({k: freeze(v) for k, v in value.items()})
     if isinstance(value, list | tuple):
@@ -25,11 +31,17 @@ def freeze(value: JsonValue) -> FrozenJson:
 
 def thaw(value: FrozenJson) -> JsonValue:
     """Plain JSON (dicts and lists) from frozen JSON, for the log."""
-    if isinstance(value, Mapping):
-        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, _SCALARS):
+        return value
     if isinstance(value, tuple):
         return [thaw(v) for v in value]
+    # what freeze() makes is checked before any other mapping, as that check is slow
+    if isinstance(value, MappingProxyType | dict | Mapping):
+        return {k: thaw(v) for k, v in value.items()}
     return value
+
+
+RUN_ENDED = "This tool belongs to a run of the swarm that has ended."
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING
 
-from inspect_ai.tool import Tool, ToolDef, ToolSource
+from inspect_ai.tool import Tool, ToolDef, ToolError, ToolSource
 
 from .._context import current_member, current_swarm
+from ._record import RUN_ENDED
 
 if TYPE_CHECKING:
     from ._bus import Bus
@@ -42,6 +44,9 @@ def swarm_tools() -> ToolSource:
 def swarm_wait(bus: Bus) -> Tool:
     """The `swarm_wait` tool of one run."""
 
+    # held weakly, as inspect_ai keeps every tool function it has described
+    bus_ref = weakref.ref(bus)
+
     async def execute(path: str | None = None, timeout: int | None = None) -> str:  # noqa: ASYNC109
         """Wait until other members' work gives you something to look at.
 
@@ -56,7 +61,10 @@ def swarm_wait(bus: Bus) -> Tool:
                 or a file id such as f-3). The whole board if not given.
             timeout: The most seconds to wait.
         """
-        return await bus.wait(path, timeout)
+        live = bus_ref()
+        if live is None:
+            raise ToolError(RUN_ENDED)
+        return await live.wait(path, timeout)
 
     limit = f"The most seconds to wait: at most {bus.max_wait}, which is also the default."
     return ToolDef(

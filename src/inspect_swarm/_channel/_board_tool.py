@@ -1,11 +1,12 @@
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Literal
 
 from inspect_ai.tool import Tool, ToolDef, ToolError
 from pydantic import JsonValue
 
-from .._bus._record import Draft, Record
+from .._bus._record import RUN_ENDED, Draft, Record
 from ._board import CHANNEL, ROOT, WRITES
 
 if TYPE_CHECKING:
@@ -72,6 +73,9 @@ def _acknowledge(board: Board, record: Record) -> str:
 
 def shared_memory_tool(board: Board, bus: Bus) -> Tool:
     """The `shared_memory` tool of one board."""
+    # inspect_ai keeps every tool function it has described (`_tool_info_cache`), so the
+    # tool holds its run's board and bus weakly, and they go when the run does
+    board_ref, bus_ref = weakref.ref(board), weakref.ref(bus)
 
     async def execute(
         command: Command,
@@ -117,6 +121,9 @@ def shared_memory_tool(board: Board, bus: Bus) -> Tool:
             old_path: Required parameter for `rename`, the current path.
             new_path: Required parameter for `rename`, the new path.
         """
+        board, bus = board_ref(), bus_ref()
+        if board is None or bus is None:
+            raise ToolError(RUN_ENDED)
         caller = bus.caller()
         try:
             if command == "view":
