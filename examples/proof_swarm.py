@@ -114,7 +114,8 @@ def proof_swarm(k: int = 2, provider: str = "multidir") -> Task:
 
     Args:
         k: Members; proof_swarm.yaml has services for two.
-        provider: The sandbox provider that runs proof_swarm.yaml: `multidir` or `docker`.
+        provider: The sandbox provider that runs proof_swarm.yaml: `multidir`, `docker` or
+            `swarm_server` (isolated sandboxes on the swarm server).
     """
     return Task(
         dataset=[Sample(input=PROMPT)],

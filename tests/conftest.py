@@ -20,3 +20,14 @@ def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
 @pytest.fixture(params=["asyncio", "trio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the tests that boot isolated sandboxes on one worker.
+
+    Each of them starts a swarm server whose sandboxes fill the machine's 2 cores; two such
+    tests side by side starve each other past their time limits.
+    """
+    for item in items:
+        if {"server", "e2b"} & set(Path(item.fspath).parts):
+            item.add_marker(pytest.mark.xdist_group("sandboxes"))

@@ -15,8 +15,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
-from ._engine import Engine, sandbox_object
+from ._engine import Engine
 from ._schema import ApiError, invalid, parse_start
+from ._views import RunView, sandbox_object
+from .e2b import mount_e2b
 
 PROVISION = "provision"
 READ = "read"
@@ -44,18 +46,22 @@ class Keys:
         kind, _, key = header.partition(" ")
         if kind.lower() != "bearer" or not key.strip():
             raise ApiError(401, "unauthorized", "missing API key: send Authorization: Bearer <key>")
-        key = key.strip()
-        if key in self._keys:
-            principal = Principal(account_of(key), self._keys[key])
-        elif (lease := self._engine.store.lease_by_key(key)) is not None:
-            principal = Principal(lease.account, ALL_SCOPES)
-        else:
+        principal = self.lookup(key.strip())
+        if principal is None:
             raise ApiError(401, "unauthorized", "unknown API key")
         if scope not in principal.scopes:
             raise ApiError(
                 403, "insufficient_scope", f"this API key lacks the {scope!r} scope needed here"
             )
         return principal
+
+    def lookup(self, key: str) -> Principal | None:
+        """Who a key stands for: a server key's account, or an open lease's (None if unknown)."""
+        if key in self._keys:
+            return Principal(account_of(key), self._keys[key])
+        if (lease := self._engine.store.lease_by_key(key)) is not None:
+            return Principal(lease.account, ALL_SCOPES)
+        return None
 
 
 def account_of(key: str) -> str:
@@ -77,6 +83,7 @@ def create_app(engine: Engine, keys: Mapping[str, frozenset[str]]) -> FastAPI:
             yield
             tg.cancel_scope.cancel()
         # here, not after uvicorn returns: it re-raises SIGTERM once the lifespan has ended
+        await engine.host.aclose()
         engine.host.cgroups.remove_base()
 
     app = FastAPI(
@@ -108,11 +115,11 @@ def create_app(engine: Engine, keys: Mapping[str, frozenset[str]]) -> FastAPI:
     async def internal_error(_: Request, ex: Exception) -> JSONResponse:
         return _error(ApiError(500, "internal_error", f"internal error ({type(ex).__name__})"))
 
-    def run_row(run_id: str, account: str) -> Any:
-        row = store.run(run_id, account)
-        if row is None:
+    def run_view(run_id: str, account: str) -> RunView:
+        view = engine.views.get(run_id, account)
+        if view is None:
             raise ApiError(404, "not_found", f"no swarm run {run_id!r}")
-        return row
+        return view
 
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
@@ -123,18 +130,18 @@ def create_app(engine: Engine, keys: Mapping[str, frozenset[str]]) -> FastAPI:
         }
 
     @app.post("/api/swarms")
-    async def start(request: Request) -> JSONResponse:
+    async def start(request: Request) -> Response:
         who = auth.principal(request, PROVISION)
         raw = await _json(request)
         body = parse_start(raw)
         key = request.headers.get("idempotency-key") or None
         run, created = engine.start(who.account, raw, body, key)
-        return JSONResponse(run, status_code=201 if created else 200)
+        return _run_json(run, 201 if created else 200)
 
     @app.get("/api/swarms")
     async def list_runs(request: Request) -> dict[str, Any]:
         who = auth.principal(request, READ)
-        return {"swarms": [engine.run_object(r, False) for r in store.runs(who.account)]}
+        return {"swarms": engine.views.summaries(who.account)}
 
     @app.get("/api/swarms/access")
     async def access(request: Request) -> dict[str, Any]:
@@ -148,23 +155,22 @@ def create_app(engine: Engine, keys: Mapping[str, frozenset[str]]) -> FastAPI:
         }
 
     @app.get("/api/swarms/{run_id}")
-    async def get_run(run_id: str, request: Request) -> dict[str, Any]:
+    async def get_run(run_id: str, request: Request) -> Response:
         who = auth.principal(request, READ)
-        return engine.run_object(run_row(run_id, who.account))
+        return _run_json(run_view(run_id, who.account))
 
     @app.get("/api/swarms/{run_id}/results")
     async def results(run_id: str, request: Request) -> Response:
         who = auth.principal(request, READ)
-        run_row(run_id, who.account)
-        lines = [json.dumps(sandbox_object(s)) + "\n" for s in store.sandboxes(run_id)]
-        return Response("".join(lines), media_type="application/x-ndjson")
+        results = run_view(run_id, who.account).results()
+        return Response(results, media_type="application/x-ndjson")
 
     @app.post("/api/swarms/{run_id}/cancel")
-    async def cancel(run_id: str, request: Request) -> dict[str, Any]:
+    async def cancel(run_id: str, request: Request) -> Response:
         who = auth.principal(request, PROVISION)
-        run_row(run_id, who.account)
+        view = run_view(run_id, who.account)
         engine.cancel(run_id)
-        return engine.run_object(run_row(run_id, who.account))
+        return _run_json(view)
 
     @app.get("/v1/servers")
     async def servers(request: Request) -> dict[str, Any]:
@@ -210,7 +216,13 @@ def create_app(engine: Engine, keys: Mapping[str, frozenset[str]]) -> FastAPI:
             raise ApiError(404, "not_found", f"no sandbox {sandbox_id!r}")
         return {**sandbox_object(row), "swarmId": row["run_id"]}
 
+    mount_e2b(app, engine, auth)
     return app
+
+
+def _run_json(run: RunView, status: int = 200) -> Response:
+    # pre-encoded: FastAPI's own encoding of a large run would cost more than the rest
+    return Response(run.body(), status_code=status, media_type="application/json")
 
 
 async def _json(request: Request) -> Any:

@@ -14,9 +14,9 @@ import shlex
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import anyio
 from anyio.abc import TaskGroup
@@ -25,7 +25,8 @@ from ._cgroups import Limits
 from ._isolation import Sandbox, SandboxError, SandboxHost
 from ._process import ChildProcess
 from ._schema import RESULT_BYTES, TAIL_BYTES, ApiError, Size, StartBody, body_hash, invalid
-from ._store import ENDED, Lease, Store
+from ._store import Lease, Store
+from ._views import RunView, Views, iso
 
 GIB = 1024**3
 RECORDS_KEPT_SECONDS = 7 * 24 * 3600
@@ -63,15 +64,10 @@ class _Run:
     active: dict[int, anyio.CancelScope] = field(default_factory=dict)
     last_start: float = field(default_factory=time.monotonic)
     waiting_reason: str | None = None
+    started: bool = False
+    """Whether the run's status has been set to running."""
     ending: tuple[str, str] = ("cancelled", "cancelled")
     """The status and reason of sandboxes stopped by `_end_run`."""
-
-
-def iso(timestamp: float | None) -> str | None:
-    """A UNIX time as ISO 8601 (UTC), or None."""
-    if timestamp is None:
-        return None
-    return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
 
 
 def sandbox_argv(command: str | list[str], args: list[str]) -> list[str]:
@@ -79,6 +75,18 @@ def sandbox_argv(command: str | list[str], args: list[str]) -> list[str]:
     if isinstance(command, str):
         return ["/bin/sh", "-c", " ".join([command, *map(shlex.quote, args)])]
     return [*command, *args]
+
+
+class LeaseHolder(Protocol):
+    """Sandboxes kept outside runs (the E2B surface's) that live and end with a lease."""
+
+    def holds(self, lease_id: str) -> bool:
+        """Whether a sandbox on the lease is alive (the lease is not idle)."""
+        ...
+
+    def release(self, lease_id: str, reason: str) -> None:
+        """End every sandbox on the lease."""
+        ...
 
 
 class Engine:
@@ -96,6 +104,8 @@ class Engine:
         self._wakeup = anyio.Event()
         self._tg: TaskGroup | None = None
         self._idle_since: float | None = None
+        self.holders: list[LeaseHolder] = []
+        self.views = Views(store, host.describe())
         self._recover()
 
     # recovery
@@ -124,7 +134,7 @@ class Engine:
 
     def start(
         self, account: str, raw: dict[str, Any], body: StartBody, key: str | None
-    ) -> tuple[dict[str, Any], bool]:
+    ) -> tuple[RunView, bool]:
         """Start a run; (run, False) when the idempotency key already started it."""
         key = key or body.idempotencyKey
         digest = body_hash(raw)
@@ -136,9 +146,9 @@ class Engine:
                     f"Idempotency-Key {key!r} was used with a different body; "
                     "use a new key for a new run",
                 )
-            row = self.store.run(seen["run_id"])
-            assert row is not None
-            return self.run_object(row), False
+            view = self.views.get(seen["run_id"])
+            assert view is not None
+            return view, False
         self._check_start(body)
         lease, _ = self.lease(account)
         inputs = _inputs(body)
@@ -176,9 +186,9 @@ class Engine:
         )
         self._idle_since = None
         self._wake()
-        row = self.store.run(run_id)
-        assert row is not None
-        return self.run_object(row), True
+        view = self.views.get(run_id)
+        assert view is not None
+        return view, True
 
     def _max_concurrency(self, size: Size) -> int:
         return self.settings.memory_gib // size.memoryGb
@@ -244,7 +254,9 @@ class Engine:
             return
         run.queue.clear()
         run.ending = (status, reason)
-        self.store.end_sandboxes(run_id, "queued", status, reason)
+        ended = {"status": status, "error": reason, "ended_at": time.time()}
+        self.store.end_sandboxes(run_id, "queued", ended)
+        self.views.end_sandboxes(run_id, "queued", ended)
         for scope in run.active.values():
             scope.cancel()
         self._maybe_complete(run_id)
@@ -282,6 +294,34 @@ class Engine:
         self.store.release_lease(lease.id, reason)
         for run in [r for r in self._runs.values() if r.lease_id == lease.id]:
             self._end_run(run.id, "cancelled", f"lease {reason}: every sandbox on it ended")
+        for holder in self.holders:
+            holder.release(lease.id, f"lease {reason}")
+
+    def book(self, memory_gb: int) -> None:
+        """Book memory for a sandbox outside a run, or refuse with 429 when it is full."""
+        total = self.settings.memory_gib
+        if self._booked_gb + memory_gb > total:
+            raise ApiError(
+                429,
+                "memory_full",
+                f"swarm server memory full: {self._booked_gb}/{total} GiB booked; "
+                "end a sandbox or wait for running ones to finish",
+            )
+        self._booked_gb += memory_gb
+        self._running += 1
+        self.max_running = max(self.max_running, self._running)
+        self._idle_since = None
+
+    def unbook(self, memory_gb: int) -> None:
+        """Return what `book` took."""
+        self._booked_gb -= memory_gb
+        self._running -= 1
+        self._wake()
+
+    def start_soon(self, func: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+        """Run a task beside the scheduler, ended with the server."""
+        assert self._tg is not None, "the engine is not serving"
+        self._tg.start_soon(func, *args)
 
     def lease_env(self, lease: Lease) -> dict[str, str]:
         """The variables every sandbox on the lease gets."""
@@ -313,39 +353,6 @@ class Engine:
         if mine and is_open:
             obj["apiKey"] = lease.api_key
             obj["env"] = self.lease_env(lease)
-        return obj
-
-    # views
-
-    def run_object(self, row: Any, sandboxes: bool = True) -> dict[str, Any]:
-        """A run as `GET /api/swarms/{id}` shows it."""
-        spec = json.loads(row["spec"])
-        counts = self.store.counts(row["id"])
-        end = row["ended_at"] or time.time()
-        obj: dict[str, Any] = {
-            "id": row["id"],
-            "name": row["name"],
-            "status": row["status"],
-            "count": row["count"],
-            "size": spec["size"],
-            "concurrency": row["concurrency"],
-            "counts": counts,
-            "done": sum(counts[s] for s in ENDED),
-            "waitingReason": row["waiting_reason"],
-            "error": row["error"],
-            "durationSeconds": round(end - row["created_at"], 3),
-            "estimatedCostCents": 0,
-            "command": spec["command"],
-            "timeoutSeconds": spec["timeoutSeconds"],
-            "template": spec["template"],
-            "resultPath": spec["resultPath"],
-            "createdAt": iso(row["created_at"]),
-            "endedAt": iso(row["ended_at"]),
-            "leaseId": row["lease_id"],
-            "isolation": self.host.describe(),
-        }
-        if sandboxes:
-            obj["sandboxes"] = [sandbox_object(s) for s in self.store.sandboxes(row["id"])]
         return obj
 
     # the scheduler
@@ -384,7 +391,7 @@ class Engine:
     def _set_waiting(self, run: _Run, reason: str | None) -> None:
         if reason != run.waiting_reason:
             run.waiting_reason = reason
-            self.store.update_run(run.id, waiting_reason=reason)
+            self._set_run(run.id, waiting_reason=reason)
 
     def _launch(self, run: _Run, idx: int) -> None:
         assert self._tg is not None
@@ -394,8 +401,10 @@ class Engine:
         self._booked_gb += run.memory_gb
         self._running += 1
         self.max_running = max(self.max_running, self._running)
-        self.store.update_sandbox(run.id, idx, status="booting", started_at=time.time())
-        self.store.update_run(run.id, status="running")
+        self._set_sandbox(run.id, idx, status="booting", started_at=time.time())
+        if not run.started:
+            run.started = True
+            self._set_run(run.id, status="running")
         self._tg.start_soon(self._sandbox_task, run, idx, scope)
 
     def _check_stuck(self) -> None:
@@ -409,7 +418,8 @@ class Engine:
         lease = self.store.open_lease()
         if lease is None:
             return
-        if any(r.lease_id == lease.id for r in self._runs.values()):
+        held = any(holder.holds(lease.id) for holder in self.holders)
+        if held or any(r.lease_id == lease.id for r in self._runs.values()):
             self._idle_since = None
             return
         now = time.monotonic()
@@ -418,12 +428,20 @@ class Engine:
         elif now - self._idle_since >= self.settings.idle_release:
             self.release(lease, "idle")
 
+    def _set_run(self, run_id: str, **fields: Any) -> None:
+        self.store.update_run(run_id, **fields)
+        self.views.set_run(run_id, fields)
+
+    def _set_sandbox(self, run_id: str, idx: int, **fields: Any) -> None:
+        self.store.update_sandbox(run_id, idx, **fields)
+        self.views.set_sandbox(run_id, idx, fields)
+
     def _maybe_complete(self, run_id: str) -> None:
         run = self._runs.get(run_id)
         if run is None or run.queue or run.active:
             return
         del self._runs[run_id]
-        self.store.update_run(run_id, status="completed", waiting_reason=None, ended_at=time.time())
+        self._set_run(run_id, status="completed", waiting_reason=None, ended_at=time.time())
 
     # one sandbox
 
@@ -437,7 +455,7 @@ class Engine:
                 outcome = {"status": status, "error": reason}
         finally:
             outcome.setdefault("ended_at", time.time())
-            self.store.update_sandbox(run.id, idx, **outcome)
+            self._set_sandbox(run.id, idx, **outcome)
             del run.active[idx]
             self._booked_gb -= run.memory_gb
             self._running -= 1
@@ -468,7 +486,7 @@ class Engine:
                 sandbox.write_file(path, content.encode())
             except OSError as ex:
                 return {"status": "failed", "error": f"boot failed: cannot write {path}: {ex}"}
-        self.store.update_sandbox(run.id, idx, status="running")
+        self._set_sandbox(run.id, idx, status="running")
         lease = self.store.lease(run.lease_id)
         assert lease is not None
         env = {
@@ -560,22 +578,3 @@ def _inputs(body: StartBody) -> list[dict[str, Any]]:
 def _sandbox_id() -> str:
     alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
     return "sbx-" + "".join(secrets.choice(alphabet) for _ in range(10))
-
-
-def sandbox_object(row: Any) -> dict[str, Any]:
-    """One sandbox as the API shows it (a line of the results JSONL)."""
-    obj: dict[str, Any] = {
-        "index": row["idx"],
-        "status": row["status"],
-        "sandboxId": row["sandbox_id"],
-        "exitCode": row["exit_code"],
-        "stdoutTail": row["stdout_tail"],
-        "stderrTail": row["stderr_tail"],
-        "result": row["result"],
-        "error": row["error"],
-        "startedAt": iso(row["started_at"]),
-        "endedAt": iso(row["ended_at"]),
-    }
-    if row["result_encoding"]:
-        obj["resultEncoding"] = row["result_encoding"]
-    return obj

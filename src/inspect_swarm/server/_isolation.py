@@ -1,8 +1,8 @@
 """Isolated sandboxes on this machine: create one, run processes in it, reach its files, end it.
 
-Two modes. `namespaces` (Linux, root): `unshare` makes new PID, mount, UTS, IPC and network
-namespaces; the sandbox's PID 1 (`_sandbox_init.py`) mounts an overlay over the host's root
-so writes stay private, and commands enter with `nsenter`. `process` (anything else): plain
+Two modes. `namespaces` (Linux, root): a factory process (`_sandbox_init.py`) forks each
+sandbox into new PID, mount, UTS, IPC and network namespaces; the sandbox's PID 1 mounts an
+overlay over the host's root so writes stay private, and commands enter with `nsenter`. `process` (anything else): plain
 processes in a private directory, no isolation, which every run reports. Both put a sandbox's
 processes in its own cgroups when this machine allows it, for memory and pids limits.
 """
@@ -15,16 +15,18 @@ import json
 import os
 import shutil
 import signal
+import socket
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 import anyio
 
 from . import _files
 from ._cgroups import Cgroups, Limits, SandboxCgroup
+from ._forward import Forwarder
 from ._process import ChildProcess, SpawnOptions, spawn
 
 IsolationMode = Literal["namespaces", "process"]
@@ -50,6 +52,8 @@ class IsolationConfig:
     masks: tuple[str, ...] = ()
     shares: tuple[str, ...] = ()
     """Host directories mounted read-write at the same path in every sandbox."""
+    forward: tuple[str, int] | None = None
+    """The server's (host, port), forwarded from inside sandboxes on a loopback-only network."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,8 @@ class Sandbox:
     cgroup: SandboxCgroup
     limits: Limits
     _processes: set[ChildProcess] = field(default_factory=set)
+    contained: ClassVar[bool] = False
+    """Whether its processes die with its PID 1 (which dies with the server) on their own."""
 
     @property
     def root(self) -> str:
@@ -124,6 +130,7 @@ class Sandbox:
                 cwd=host_cwd,
                 cgroup_procs=self.cgroup.procs_files,
                 stdin=stdin,
+                die_with_server=not self.contained,
             )
         )
         self._processes.add(process)
@@ -177,8 +184,12 @@ async def _remove_cgroup(cgroup: SandboxCgroup) -> None:
 class NamespaceSandbox(Sandbox):
     """A sandbox in its own namespaces, on an overlay of the host's root."""
 
+    contained: ClassVar[bool] = True
+
     init_pid: int = 0
-    unshare: ChildProcess | None = None
+    init_fd: int = -1
+    """A pidfd of PID 1: signalled and watched without risk of a reused pid."""
+    forwarder: Forwarder | None = None
 
     @property
     def root(self) -> str:
@@ -197,15 +208,21 @@ class NamespaceSandbox(Sandbox):
 
     def kill_processes(self) -> None:
         """Kill PID 1, which ends the PID namespace and everything in it."""
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.init_pid, signal.SIGKILL)
+        if self.init_fd >= 0:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self.init_fd, signal.SIGKILL)
         super().kill_processes()
 
     async def close(self) -> None:
-        """End the sandbox and reap its `unshare`."""
+        """End the sandbox once its PID 1 is gone."""
         with anyio.CancelScope(shield=True):
-            if self.unshare is not None:
-                self._processes.add(self.unshare)
+            if self.forwarder is not None:
+                self.forwarder.close()
+            if self.init_fd >= 0:
+                self.kill_processes()
+                await anyio.wait_readable(self.init_fd)
+                os.close(self.init_fd)
+                self.init_fd = -1
             await super().close()
 
 
@@ -250,7 +267,8 @@ class SandboxHost:
         )
         digest = hashlib.sha1(str(config.state_dir.resolve()).encode()).hexdigest()[:10]
         self.cgroups = Cgroups.detect(f"inspect-swarm-{digest}")
-        self.sandbox_dir = config.state_dir / "sbx"
+        self.sandbox_dir = config.state_dir.resolve() / "sbx"
+        self._factory = _Factory(self.sandbox_dir)
 
     def describe(self) -> dict[str, object]:
         """The isolation this server gives, as reported by the API."""
@@ -272,6 +290,11 @@ class SandboxHost:
                 + "); run the server as root on Linux for isolated sandboxes"
             )
         return {"mode": self.mode, "cgroups": self.cgroups.mode, "note": note}
+
+    async def aclose(self) -> None:
+        """Stop making sandboxes: ends every namespace sandbox still running."""
+        with anyio.CancelScope(shield=True):
+            await self._factory.stop()
 
     def reap_leftovers(self) -> None:
         """Remove what sandboxes of an earlier run of this server left behind."""
@@ -310,34 +333,112 @@ class SandboxHost:
             "shares": list(self.config.shares),
             "user": ["user", 1000],
             "loopback": self.config.network == "none",
+            "cgroups": [str(p) for p in sandbox.cgroup.procs_files],
         }
-        namespaces = ["--pid", "--mount", "--uts", "--ipc", "--fork", "--kill-child"]
-        if self.config.network == "none":
-            namespaces.append("--net")
-        argv = ["unshare", *namespaces, "--", sys.executable, "-I", "-S", str(_INIT)]
-        unshare = spawn(
-            SpawnOptions(
-                argv=[*argv, json.dumps(config)],
-                env={"PATH": DEFAULT_PATH},
-                cgroup_procs=sandbox.cgroup.procs_files,
-            )
-        )
-        sandbox.unshare = unshare
-        line = b""
-        with anyio.move_on_after(_BOOT_TIMEOUT):
-            async for chunk in unshare.chunks("stdout"):
-                line += chunk
-                if b"\n" in line:
-                    break
-        if line.strip() != b"ready":
-            reason = line.decode(errors="replace").strip() or "no answer from the sandbox's init"
+        read, write = os.pipe()
+        try:
+            await self._factory.request(json.dumps(config).encode(), write)
+        finally:
+            os.close(write)
+        status = await _answer(read, sandbox)
+        if status != "ready":
+            reason = status or "no answer from the sandbox's init"
             raise SandboxError(reason.removeprefix("error: "))
-        children = _children(unshare.pid)
-        if not children:
-            raise SandboxError("the sandbox's init exited during boot")
-        sandbox.init_pid = children[0]
+        forward = self.config.forward
+        if forward is not None and self.config.network == "none":
+            sandbox.forwarder = Forwarder(sandbox.init_pid, forward[1], forward)
 
 
-def _children(pid: int) -> list[int]:
-    # /proc reads do not block
-    return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+class _Factory:
+    """The process that forks every namespace sandbox of this server (`_sandbox_init.py`)."""
+
+    def __init__(self, sandbox_dir: Path) -> None:
+        self._sandbox_dir = sandbox_dir
+        self._socket: socket.socket | None = None
+        self._process: ChildProcess | None = None
+
+    def _start(self) -> socket.socket:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with theirs:
+            fd = theirs.fileno()
+            self._process = spawn(
+                SpawnOptions(
+                    argv=[sys.executable, "-I", "-S", str(_INIT), str(self._sandbox_dir), str(fd)],
+                    env={"PATH": DEFAULT_PATH},
+                    pass_fds=(fd,),
+                )
+            )
+        ours.setblocking(False)
+        self._socket = ours
+        return ours
+
+    async def request(self, config: bytes, answer: int) -> None:
+        """Ask for a sandbox, answered on the pipe `answer` (starting the factory if needed)."""
+        for attempt in (1, 2):
+            sock = self._socket or self._start()
+            try:
+                while True:
+                    try:
+                        socket.send_fds(sock, [config], [answer])
+                        return
+                    except BlockingIOError:
+                        await anyio.wait_writable(sock)
+            except (BrokenPipeError, ConnectionResetError):
+                await self.stop()  # it died, killing its sandboxes: start a new one
+                if attempt == 2:
+                    raise
+
+    async def stop(self) -> None:
+        """Kill the factory (and so every sandbox it made), if it runs."""
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+        if self._process is not None:
+            self._process.signal(signal.SIGKILL)
+            await self._process.wait()
+            self._process.close()
+            self._process = None
+
+
+async def _answer(read: int, sandbox: NamespaceSandbox) -> str:
+    """Read a boot's answer: PID 1's `ready` (with its pid from the keeper), or the error."""
+    status = ""
+    with contextlib.closing(_Answer(read)) as answer, anyio.move_on_after(_BOOT_TIMEOUT):
+        # the keeper's `pid` line and PID 1's own may come in either order
+        while status in ("", "ready") and not (status and sandbox.init_fd >= 0):
+            line = await answer.line()
+            if not line:
+                return ""
+            if line.startswith("pid "):
+                sandbox.init_pid = int(line.removeprefix("pid "))
+                sandbox.init_fd = os.pidfd_open(sandbox.init_pid)
+            else:
+                status = line
+    return status
+
+
+class _Answer:
+    """The lines a sandbox's boot writes on its answer pipe."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._buffer = b""
+        os.set_blocking(fd, False)
+
+    async def line(self) -> str:
+        """The next line, stripped ("" at end of file)."""
+        while b"\n" not in self._buffer:
+            try:
+                data = os.read(self._fd, 4096)
+            except BlockingIOError:
+                await anyio.wait_readable(self._fd)
+                continue
+            if not data:
+                return ""
+            self._buffer += data
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line.decode(errors="replace").strip()
+
+    def close(self) -> None:
+        """Close the pipe."""
+        os.close(self._fd)

@@ -84,14 +84,24 @@ def serve(options: ServerOptions) -> None:
         keys = {_server_key(state_dir): ALL_SCOPES}
     sock = socket.socket(socket.AF_INET6 if ":" in options.host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # accepted connections inherit it; asyncio sets it only on sockets made with IPPROTO_TCP,
+    # and without it a response (headers, then body) waits ~40 ms for a delayed ACK
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind((options.host, options.port))
     sock.listen(1024)
     port = sock.getsockname()[1]
     host = f"[{options.host}]" if ":" in options.host else options.host
     url = f"http://{host}:{port}"
+    # sandboxes reach the server on its own port: a wildcard address is reached on loopback
+    inner = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(options.host, options.host)
     sandbox_host = SandboxHost(
         IsolationConfig(
-            state_dir, options.isolation, options.network, options.masks, _shares(options)
+            state_dir,
+            options.isolation,
+            options.network,
+            options.masks,
+            _shares(options),
+            forward=(inner, port),
         )
     )
     settings = Settings(

@@ -36,6 +36,9 @@ CREATE TABLE IF NOT EXISTS leases (
     started_at REAL NOT NULL, released_at REAL, release_reason TEXT
 );
 CREATE INDEX IF NOT EXISTS sandboxes_status ON sandboxes (status);
+CREATE INDEX IF NOT EXISTS runs_account ON runs (account, seq);
+CREATE INDEX IF NOT EXISTS runs_seq ON runs (seq);
+CREATE INDEX IF NOT EXISTS idempotency_run ON idempotency (run_id);
 """
 
 ACTIVE = ("booting", "running")
@@ -182,14 +185,13 @@ class Store:
             (*fields.values(), run_id, idx),
         )
 
-    def end_sandboxes(self, run_id: str, from_status: str, status: str, error: str) -> int:
-        """End every sandbox of a run in `from_status`; how many there were."""
-        cursor = self._db.execute(
-            "UPDATE sandboxes SET status = ?, error = ?, ended_at = ?"
-            " WHERE run_id = ? AND status = ?",
-            (status, error, time.time(), run_id, from_status),
+    def end_sandboxes(self, run_id: str, from_status: str, fields: dict[str, Any]) -> None:
+        """Set fields (a new status) of every sandbox of a run in `from_status`."""
+        names = ", ".join(f"{name} = ?" for name in fields)
+        self._write(
+            f"UPDATE sandboxes SET {names} WHERE run_id = ? AND status = ?",
+            (*fields.values(), run_id, from_status),
         )
-        return cursor.rowcount
 
     def fail_interrupted(self, reason: str) -> None:
         """Fail every sandbox that was booting or running when the server stopped."""

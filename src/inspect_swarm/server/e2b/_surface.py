@@ -1,0 +1,166 @@
+"""Mount the E2B surface: control-plane routes, envd routes and the Connect services."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import parse_qsl, unquote
+
+from e2b.envd.filesystem.filesystem_connect import FilesystemASGIApplication
+from e2b.envd.process.process_connect import ProcessASGIApplication
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+
+from .._app import PROVISION, READ, Keys
+from .._engine import Engine
+from ._envd import Envd
+from ._filesystem import FilesystemService, read_files, write_files
+from ._process import ProcessService
+from ._sandboxes import DEFAULT_TIMEOUT, E2BError, E2BSandboxes
+
+
+def mount(app: FastAPI, engine: Engine, keys: Keys) -> None:
+    """Serve the E2B control plane and sandbox daemon from the server's app."""
+    sandboxes = E2BSandboxes(engine)
+    envd = Envd(engine, sandboxes)
+
+    @app.exception_handler(E2BError)
+    async def e2b_error(_: Request, ex: E2BError) -> JSONResponse:
+        return JSONResponse({"code": ex.status, "message": ex.message}, status_code=ex.status)
+
+    app.include_router(_control_plane(sandboxes, keys))
+    app.include_router(_daemon(envd))
+    app.mount("/process.Process", ProcessASGIApplication(ProcessService(envd)))
+    app.mount("/filesystem.Filesystem", FilesystemASGIApplication(FilesystemService(envd)))
+
+
+def _account(keys: Keys, request: Request, scope: str) -> str:
+    """The caller's account, from `X-API-KEY` (the SDK's) or a bearer key."""
+    key = request.headers.get("x-api-key", "")
+    kind, _, bearer = request.headers.get("authorization", "").partition(" ")
+    key = key or (bearer if kind.lower() == "bearer" else "")
+    principal = keys.lookup(key.strip()) if key.strip() else None
+    if principal is None:
+        raise E2BError(401, "missing or unknown API key: send it as X-API-KEY (E2B_API_KEY)")
+    if scope not in principal.scopes:
+        raise E2BError(403, f"this API key lacks the {scope!r} scope needed here")
+    return principal.account
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    try:
+        body = json.loads(raw) if raw else {}
+    except (json.JSONDecodeError, UnicodeDecodeError) as ex:
+        raise E2BError(400, f"the body is not valid JSON ({ex})") from None
+    if not isinstance(body, dict):
+        raise E2BError(400, "the body must be a JSON object")
+    return body
+
+
+def _strings(body: dict[str, Any], name: str) -> dict[str, str]:
+    value = body.get(name) or {}
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise E2BError(400, f"{name} must map strings to strings, got {value!r}")
+    return value
+
+
+def _timeout(body: dict[str, Any], default: int | None) -> int | None:
+    value = body.get("timeout", default)
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+        raise E2BError(400, f"timeout must be whole seconds, got {value!r}")
+    return value
+
+
+def _metadata_filter(text: str | None) -> dict[str, str]:
+    # the SDK quotes each key and value, then url-encodes the pairs into one parameter
+    return {unquote(k): unquote(v) for k, v in parse_qsl(text or "", keep_blank_values=True)}
+
+
+def _control_plane(sandboxes: E2BSandboxes, keys: Keys) -> APIRouter:
+    router = APIRouter()
+
+    @router.post("/sandboxes")
+    @router.post("/v2/sandboxes")
+    async def create(request: Request) -> JSONResponse:
+        account = _account(keys, request, PROVISION)
+        body = await _body(request)
+        template = body.get("templateID") or "base"
+        if not isinstance(template, str):
+            raise E2BError(400, f"templateID must be a string, got {template!r}")
+        timeout = _timeout(body, DEFAULT_TIMEOUT)
+        assert timeout is not None
+        box = await sandboxes.create(
+            account, template, timeout, _strings(body, "metadata"), _strings(body, "envVars")
+        )
+        return JSONResponse(box.created(), status_code=201)
+
+    @router.get("/sandboxes")
+    @router.get("/v2/sandboxes")
+    async def list_sandboxes(request: Request) -> JSONResponse:
+        account = _account(keys, request, READ)
+        params = request.query_params
+        wanted = _metadata_filter(params.get("metadata"))
+        states = {s for p in params.getlist("state") for s in p.split(",") if s}
+        found = [
+            box.listed()
+            for box in sandboxes.of(account)
+            if wanted.items() <= box.metadata.items() and (not states or "running" in states)
+        ]
+        start = int(params.get("nextToken") or 0)
+        limit = int(params.get("limit") or len(found) or 1)
+        page = found[start : start + limit]
+        more = start + limit < len(found)
+        headers = {"x-next-token": str(start + limit)} if more else {}
+        return JSONResponse(page, headers=headers)
+
+    @router.get("/sandboxes/{sandbox_id}")
+    async def get(sandbox_id: str, request: Request) -> dict[str, Any]:
+        box = sandboxes.get(sandbox_id, _account(keys, request, READ))
+        return {**box.listed(), "envdAccessToken": box.token, "domain": None}
+
+    @router.delete("/sandboxes/{sandbox_id}")
+    async def kill(sandbox_id: str, request: Request) -> Response:
+        await sandboxes.kill(sandboxes.get(sandbox_id, _account(keys, request, PROVISION)))
+        return Response(status_code=204)
+
+    @router.post("/sandboxes/{sandbox_id}/timeout")
+    async def set_timeout(sandbox_id: str, request: Request) -> Response:
+        box = sandboxes.get(sandbox_id, _account(keys, request, PROVISION))
+        timeout = _timeout(await _body(request), None)
+        if timeout is None:
+            raise E2BError(400, 'timeout is required: send {"timeout": seconds}')
+        sandboxes.set_timeout(box, timeout)
+        return Response(status_code=204)
+
+    @router.post("/sandboxes/{sandbox_id}/connect")
+    @router.post("/v2/sandboxes/{sandbox_id}/connect")
+    async def connect(sandbox_id: str, request: Request) -> dict[str, Any]:
+        box = sandboxes.get(sandbox_id, _account(keys, request, PROVISION))
+        timeout = _timeout(await _body(request), None)
+        if timeout is not None:
+            sandboxes.set_timeout(box, timeout)
+        return box.created()
+
+    return router
+
+
+def _daemon(envd: Envd) -> APIRouter:
+    router = APIRouter()
+
+    @router.get("/health")
+    async def health(request: Request) -> Response:
+        envd.sandbox(request.headers)
+        return Response(status_code=204)
+
+    @router.get("/files")
+    async def read(request: Request) -> Response:
+        return await read_files(envd, request)
+
+    @router.post("/files")
+    async def write(request: Request) -> JSONResponse:
+        return await write_files(envd, request)
+
+    return router
