@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import signal
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -20,7 +22,12 @@ pytestmark = needs_namespaces
 @pytest.fixture(scope="package")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One server for the folder, with 8 GiB to book (E2B sandboxes book 1 GiB each)."""
-    handle = start_server(tmp_path_factory.mktemp("e2b") / "state", "--memory-gib", "8")
+    # each sandbox has a private /tmp: share the environment whose python the agents run,
+    # wherever the checkout lives (CI's may be under /tmp)
+    environment = str(Path(sys.prefix).parent)
+    handle = start_server(
+        tmp_path_factory.mktemp("e2b") / "state", "--memory-gib", "8", "--share", environment
+    )
     yield handle
     handle.kill(signal.SIGTERM)
 

@@ -100,6 +100,7 @@ def test_an_agent_inside_a_sandbox_creates_a_child_sandbox(server: Server) -> No
         "print(child.sandbox_id, child.commands.run('hostname').stdout.strip())\n"
     )
     parent = Sandbox.create()
+    child_id = None
     try:
         parent.files.write("/tmp/agent.py", agent)
         # the SDK reads E2B_API_KEY (the lease's mlk_ key) and the URLs from the sandbox
@@ -111,7 +112,8 @@ def test_an_agent_inside_a_sandbox_creates_a_child_sandbox(server: Server) -> No
         assert any(s["sandboxID"] == child_id for s in live_sandboxes(server))
     finally:
         parent.kill()
-        Sandbox.kill(child_id)
+        if child_id is not None:
+            Sandbox.kill(child_id)
 
 
 @pytest.mark.anyio

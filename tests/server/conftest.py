@@ -44,7 +44,7 @@ class Server:
     def kill(self, sig: int = signal.SIGTERM) -> None:
         if self.process.poll() is None:
             self.process.send_signal(sig)
-            self.process.wait(timeout=30)
+            self.process.wait(timeout=90)
 
     def health(self) -> dict[str, object]:
         return dict(httpx.get(f"{self.url}/healthz", timeout=10).json())

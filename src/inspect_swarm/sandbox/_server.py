@@ -387,7 +387,10 @@ class SwarmServerSandboxEnvironment(SandboxEnvironment):
         created: dict[str, SwarmServerSandboxEnvironment] = {}
 
         async def create(service: _Service) -> None:
-            made = await api.create(service, resolved, task_name)
+            # shielded: a create cancelled in flight could still make a sandbox on the server
+            # that this sample would never learn of, and so never end
+            with anyio.CancelScope(shield=True):
+                made = await api.create(service, resolved, task_name)
             env = cls(
                 service.name,
                 made["sandboxID"],
