@@ -116,11 +116,14 @@ def main() -> None:
         f"{'k':>4} {'bare s':>8} {'swarm s':>8} {'ratio':>6} {'capped s':>9} {'cap/swarm':>9}"
         f" {'extra KB/member':>15}"
     )
+    arms = ("bare", "swarm", "capped")
     for k in args.k:
-        times = {
-            name: min(run_once(name, k, model) for _ in range(args.repeat))
-            for name in ("bare", "swarm", "capped")
-        }
+        # arms interleaved, so drift over the run (caches, the allocator) favours none
+        runs: dict[str, list[float]] = {name: [] for name in arms}
+        for _ in range(args.repeat):
+            for name in arms:
+                runs[name].append(run_once(name, k, model))
+        times = {name: min(seconds) for name, seconds in runs.items()}
         extra = (peak_memory("swarm", k, model) - peak_memory("bare", k, model)) / k / 1024
         print(
             f"{k:>4} {times['bare']:>8.3f} {times['swarm']:>8.3f}"

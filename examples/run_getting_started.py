@@ -44,7 +44,9 @@ def main() -> None:
         print(f"  stop: {ledger['stop_reason']}, cost ${ledger['swarm']['cost']:.6f}")
     if log.results:
         accuracy = log.results.scores[0].metrics["accuracy"].value
-        print(f"\naccuracy {accuracy:.2f}. View the log with: inspect view --log-dir logs")
+        print(
+            f"\naccuracy {accuracy:.2f}. View the log with: .venv/bin/inspect view --log-dir logs"
+        )
 
 
 if __name__ == "__main__":
