@@ -324,6 +324,9 @@ class _ExecFailed(Exception):
 # --- the provider -----------------------------------------------------------------------
 
 
+_CREATE_SECONDS = 30.0
+
+
 @sandboxenv(name=SANDBOX_TYPE)
 class SwarmServerSandboxEnvironment(SandboxEnvironment):
     """One sandbox of a sample on a swarm server or any E2B-compatible server.
@@ -387,10 +390,16 @@ class SwarmServerSandboxEnvironment(SandboxEnvironment):
         created: dict[str, SwarmServerSandboxEnvironment] = {}
 
         async def create(service: _Service) -> None:
-            # shielded: a create cancelled in flight could still make a sandbox on the server
-            # that this sample would never learn of, and so never end
-            with anyio.CancelScope(shield=True):
+            # shielded (for a bounded time): a create cancelled in flight could still make a
+            # sandbox on the server that this sample would never learn of, and so never end
+            deadline = anyio.current_time() + _CREATE_SECONDS
+            with anyio.CancelScope(shield=True, deadline=deadline) as scope:
                 made = await api.create(service, resolved, task_name)
+            if scope.cancelled_caught:
+                raise RuntimeError(
+                    f"The server did not create the sandbox for service {service.name!r} within "
+                    f"{_CREATE_SECONDS:.0f} s; check that it has memory to book."
+                )
             env = cls(
                 service.name,
                 made["sandboxID"],

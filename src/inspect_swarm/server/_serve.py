@@ -139,8 +139,19 @@ def _shares(options: ServerOptions) -> tuple[str, ...]:
     return tuple(shares)
 
 
+_GRACEFUL_SHUTDOWN_SECONDS = 5
+
+
 def _run(app: FastAPI, sock: socket.socket) -> None:
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
+    # a stop waits at most a few seconds for open connections: E2B process streams stay open
+    # for as long as their commands run, and would otherwise hold the server up indefinitely
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        lifespan="on",
+        access_log=False,
+        timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN_SECONDS,
+    )
     try:
         asyncio.run(uvicorn.Server(config).serve(sockets=[sock]))
     except KeyboardInterrupt:
