@@ -20,11 +20,3 @@ def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
 @pytest.fixture(params=["asyncio", "trio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Let the E2B end-to-end tests rerun: they occasionally time out on a loaded 2-core
-    machine (a request the server answers late); a failure that repeats is still a failure."""
-    for item in items:
-        if "e2b" in Path(item.fspath).parts:
-            item.add_marker(pytest.mark.flaky(reruns=2, reruns_delay=1))

@@ -12,7 +12,6 @@ from inspect_ai.log import EvalSample, read_eval_log
 
 from inspect_swarm import (
     Budget,
-    leaderless,
     member,
     shared_memory,
     swarm,
@@ -21,7 +20,15 @@ from inspect_swarm import (
 )
 from inspect_swarm._channel._board import appended, inserted
 
-from ..runtime.helpers import infos, run, run_log, statuses
+from ..runtime.helpers import (
+    ALL_RUN,
+    info_events,
+    infos,
+    metrics_member,
+    run,
+    run_log,
+    statuses,
+)
 
 F = "/shared_memory"
 
@@ -41,6 +48,15 @@ def board_member(hook: str = "default") -> Agent:
     return react(tools=[swarm_tools()], on_continue=swarm_on_continue())
 
 
+def board_swarm(**board: Any) -> Agent:
+    """Members w-1 and w-2 on one board (`shared_memory(**board)`), each running to its end."""
+    return swarm(
+        member(board_member, name="w", count=2),
+        controller=ALL_RUN,
+        channels=[shared_memory(**board)],
+    )
+
+
 def spans(sample: EvalSample) -> dict[str, SpanBeginEvent]:
     return {e.id: e for e in sample.events if isinstance(e, SpanBeginEvent)}
 
@@ -48,12 +64,8 @@ def spans(sample: EvalSample) -> dict[str, SpanBeginEvent]:
 def comm(sample: EvalSample, kind: str | None = None) -> list[InfoEvent]:
     return [
         e
-        for e in sample.events
-        if isinstance(e, InfoEvent)
-        and e.source == "inspect_swarm"
-        and isinstance(e.data, dict)
-        and e.data.get("type") == "comm"
-        and (kind is None or e.data["kind"] == kind)
+        for e in info_events(sample, "comm")
+        if kind is None or (isinstance(e.data, dict) and e.data["kind"] == kind)
     ]
 
 
@@ -75,11 +87,7 @@ def member_span(sample: EvalSample, name: str) -> str:
 
 def test_members_share_a_count_and_wait_for_each_other(backend: str, tmp_path: Path) -> None:
     sample = run(
-        swarm(
-            member(board_member, name="w", count=2),
-            controller=leaderless(stop_on_submission=False),
-            channels=[shared_memory()],
-        ),
+        board_swarm(),
         {
             "w-1": [
                 sm(command="append", path=f"{F}/parts", append_text="w-1: 20"),
@@ -117,21 +125,16 @@ def test_members_share_a_count_and_wait_for_each_other(backend: str, tmp_path: P
         if isinstance(e, ToolEvent) and e.arguments.get("command") == "view"
     ]
     assert "w-1: 20\n" in str(view.result) and "w-2: 22" in str(view.result)
-    metrics = sample.store["inspect_swarm:metrics"]
-    by_name = {m["name"]: m for m in metrics["members"]}
-    assert by_name["w-1"]["comm"]["shared_memory"]["records"] == 1
-    assert by_name["w-1"]["comm"]["shared_memory"]["reads"] == 1
-    assert by_name["w-1"]["waits"] == 1 and by_name["w-1"]["waits_by_outcome"] == {"news": 1}
-    assert by_name["w-1"]["wait_time"] >= 0.0 and by_name["w-1"]["idle_time"] is not None
+    w1 = metrics_member(sample, "w-1")
+    assert w1["comm"]["shared_memory"]["records"] == 1
+    assert w1["comm"]["shared_memory"]["reads"] == 1
+    assert w1["waits"] == 1 and w1["waits_by_outcome"] == {"news": 1}
+    assert w1["wait_time"] >= 0.0 and w1["idle_time"] is not None
 
 
 def test_notice_reaches_the_member_between_turns(backend: str, tmp_path: Path) -> None:
     log = run_log(
-        swarm(
-            member(board_member, name="w", count=2),
-            controller=leaderless(stop_on_submission=False),
-            channels=[shared_memory()],
-        ),
+        board_swarm(),
         {
             "w-1": [
                 sm(command="create", path=f"{F}/plan.md", file_text="the plan"),
@@ -174,7 +177,7 @@ def test_poll_members_get_no_notice_and_wiring_lists_unwired(backend: str, tmp_p
                 member(board_member, args={"hook": "none"}, name="unhooked"),
                 member(react, name="toolless"),
             ],
-            controller=leaderless(stop_on_submission=False),
+            controller=ALL_RUN,
             channels=[shared_memory()],
         ),
         script,
@@ -184,9 +187,8 @@ def test_poll_members_get_no_notice_and_wiring_lists_unwired(backend: str, tmp_p
     metrics = sample.store["inspect_swarm:metrics"]
     assert metrics["notify_unwired"] == ["unhooked", "toolless"]
     assert metrics["tools_unwired"] == ["toolless"]
-    by_name = {m["name"]: m for m in metrics["members"]}
-    assert by_name["polling"]["delivery_effective"] == "poll"
-    assert by_name["toolless"]["comm"]["shared_memory"]["records"] == 0
+    assert metrics_member(sample, "polling")["delivery_effective"] == "poll"
+    assert metrics_member(sample, "toolless")["comm"]["shared_memory"]["records"] == 0
 
 
 def test_filesystem_only_records_no_communication(tmp_path: Path) -> None:
@@ -216,11 +218,7 @@ def test_stop_releases_pending_waits(backend: str, tmp_path: Path) -> None:
 
 def test_every_member_waiting_ends_the_waits(backend: str, tmp_path: Path) -> None:
     sample = run(
-        swarm(
-            member(board_member, name="w", count=2),
-            controller=leaderless(stop_on_submission=False),
-            channels=[shared_memory(max_wait=60)],
-        ),
+        board_swarm(max_wait=60),
         {"*": [WAIT, {"submit": "done"}]},
         tmp_path,
     )
@@ -230,11 +228,7 @@ def test_every_member_waiting_ends_the_waits(backend: str, tmp_path: Path) -> No
 
 def test_replaying_delivered_writes_rebuilds_the_board(tmp_path: Path) -> None:
     sample = run(
-        swarm(
-            member(board_member, name="w", count=2),
-            controller=leaderless(stop_on_submission=False),
-            channels=[shared_memory()],
-        ),
+        board_swarm(),
         {
             "w-1": [
                 sm(command="create", path=f"{F}/a", file_text="one\ntwo"),
@@ -334,7 +328,7 @@ def test_continuation_parity_for_react_variants(variant: str, tmp_path: Path) ->
         sample = run(
             swarm(
                 [member(board_member, name="writer"), member(built, name="m")],
-                controller=leaderless(stop_on_submission=False),
+                controller=ALL_RUN,
                 channels=[shared_memory()],
             ),
             script,

@@ -5,6 +5,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 from inspect_ai.agent import Agent, AgentState, agent, agent_bridge
+from inspect_ai.log import EvalSample
 from inspect_ai.model import ModelOutput, get_model
 from inspect_ai.util import background, store
 
@@ -35,10 +36,16 @@ def cli_agent(calls: int = 20) -> Agent:
 
 
 def log(event: str) -> None:
-    """Note an event in the sample store (read back from the log)."""
+    """Note an event in the sample store (read back from the log by `events`)."""
     events: list[str] = store().get("events", [])
     events.append(event)
     store().set("events", events)
+
+
+def events(sample: EvalSample) -> list[str]:
+    """The events `log` noted in the sample."""
+    logged: list[str] = sample.store.get("events", [])
+    return logged
 
 
 def answered(state: AgentState, answer: str = "42") -> AgentState:

@@ -1,33 +1,18 @@
 from pathlib import Path
-from typing import Any
 
 from inspect_ai.agent import deepagent, react, subagent
 from inspect_ai.log import EvalSample
 from inspect_ai.util import token_limit
 
-from inspect_swarm import Budget, leaderless, member, swarm
+from inspect_swarm import Budget, member, swarm
 from inspect_swarm.scripted import scripted_model
 
-from ..runtime.helpers import run, run_log, statuses
-from .agents import background_in_factory, background_worker
-
-ALL_RUN = leaderless(stop_on_submission=False)
-
-
-def ledger_member(sample: EvalSample, name: str) -> dict[str, Any]:
-    members = sample.store["inspect_swarm:ledger"]["members"]
-    entry: dict[str, Any] = next(m for m in members if m["name"] == name)
-    return entry
-
-
-def events(sample: EvalSample) -> list[str]:
-    logged: list[str] = sample.store.get("events", [])
-    return logged
+from ..runtime.helpers import ALL_RUN, ledger_member, metrics_member, result, run, statuses
+from .agents import background_in_factory, background_worker, events
 
 
 def member_time(sample: EvalSample, name: str) -> float:
-    record = sample.store["inspect_swarm:result"]["members"]
-    time: float = next(m["time"] for m in record if m["name"] == name)
+    time: float = next(m["time"] for m in result(sample)["members"] if m["name"] == name)
     return time
 
 
@@ -85,8 +70,7 @@ def test_background_calls_are_the_members(tmp_path: Path) -> None:
     w = ledger_member(sample, "w")
     assert w["calls"]["calls"] == 2
     assert w["meter"]["usage"]["total_tokens"] == 220
-    metrics = sample.store["inspect_swarm:metrics"]["members"][0]
-    assert metrics["tokens"] == 220
+    assert metrics_member(sample, "w")["tokens"] == 220
 
 
 def test_background_work_starts_no_call_once_the_agent_returned(tmp_path: Path) -> None:
@@ -153,9 +137,7 @@ def test_a_swarm_cap_ends_the_background_task_that_reached_it(tmp_path: Path) ->
 
 
 def test_a_factory_that_starts_background_work_makes_the_member_errored(tmp_path: Path) -> None:
-    log = run_log(swarm(member(background_in_factory, name="w"), channels=[]), {}, tmp_path)
-    assert log.samples
-    sample = log.samples[0]
+    sample = run(swarm(member(background_in_factory, name="w"), channels=[]), {}, tmp_path)
     assert statuses(sample) == {"w": "errored"}
     assert sample.error is not None
     assert "factory started background work while building its agent" in sample.error.message

@@ -8,27 +8,14 @@ from inspect_ai.log import EvalSample
 from inspect_ai.util import cost_limit, message_limit, time_limit, token_limit, turn_limit
 from inspect_swe import claude_code
 
-from inspect_swarm import Budget, leaderless, member, shared_memory, swarm
+from inspect_swarm import Budget, member, shared_memory, swarm
 from inspect_swarm._member import resolve_roster
 
-from ..runtime.helpers import run, run_log, statuses
+from ..runtime.helpers import ALL_RUN, ledger_member, metrics_member, run, statuses
 from .agents import background_then_bridge, bridged_with_background, cli_agent
 
-ALL_RUN = leaderless(stop_on_submission=False)
 FAST = [{"text": "ok", "delay": 0.01}] * 40
 # each scripted call: 100 input + 10 output tokens, $0.002
-
-
-def ledger_member(sample: EvalSample, name: str) -> dict[str, Any]:
-    members = sample.store["inspect_swarm:ledger"]["members"]
-    entry: dict[str, Any] = next(m for m in members if m["name"] == name)
-    return entry
-
-
-def metrics_member(sample: EvalSample, name: str) -> dict[str, Any]:
-    members = sample.store["inspect_swarm:metrics"]["members"]
-    entry: dict[str, Any] = next(m for m in members if m["name"] == name)
-    return entry
 
 
 def assert_sample_went_on(sample: EvalSample) -> None:
@@ -163,13 +150,11 @@ def test_a_bridged_member_that_submits(tmp_path: Path) -> None:
 
 
 def test_background_raises_in_a_bridged_member(tmp_path: Path) -> None:
-    log = run_log(
+    sample = run(
         swarm(member(bridged_with_background, name="cli", bridged=True), channels=[]),
         {"*": FAST},
         tmp_path,
     )
-    assert log.samples
-    sample = log.samples[0]
     assert statuses(sample) == {"cli": "errored"}
     assert sample.error is not None
     assert "member cli is bridged" in sample.error.message
@@ -179,11 +164,9 @@ def test_background_raises_in_a_bridged_member(tmp_path: Path) -> None:
 def test_bridge_use_after_background_work_ends_the_member_errored(
     backend: str, tmp_path: Path
 ) -> None:
-    log = run_log(
+    sample = run(
         swarm(member(background_then_bridge, name="w"), channels=[]), {"*": FAST}, tmp_path
     )
-    assert log.samples
-    sample = log.samples[0]
     assert statuses(sample) == {"w": "errored"}
     assert sample.error is not None
     assert "used the agent bridge after starting background work" in sample.error.message

@@ -1,4 +1,4 @@
-"""Small builders shared by the runtime tests: a task, a scripted model, and readers."""
+"""Small builders shared by the swarm tests: a task, a scripted model, and readers."""
 
 from pathlib import Path
 from typing import Any
@@ -9,7 +9,11 @@ from inspect_ai.event import InfoEvent, timeline_build
 from inspect_ai.log import EvalLog, EvalSample
 from inspect_ai.scorer import includes
 
+from inspect_swarm import leaderless
 from inspect_swarm.scripted import scripted_model
+
+ALL_RUN = leaderless(stop_on_submission=False)
+"""A controller that lets every member run until it ends."""
 
 
 def task(solver: Any, *, target: str = "42", **kwargs: Any) -> Task:
@@ -65,6 +69,18 @@ def statuses(sample: EvalSample) -> dict[str, str | None]:
     return {m["name"]: m["status"] for m in result(sample)["members"]}
 
 
+def ledger_member(sample: EvalSample, name: str) -> dict[str, Any]:
+    return _named(sample.store["inspect_swarm:ledger"]["members"], name)
+
+
+def metrics_member(sample: EvalSample, name: str) -> dict[str, Any]:
+    return _named(sample.store["inspect_swarm:metrics"]["members"], name)
+
+
+def _named(members: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    return next(m for m in members if m["name"] == name)
+
+
 def lanes(sample: EvalSample) -> list[str]:
     timeline = timeline_build(sample.events)
     found: list[str] = []
@@ -79,12 +95,17 @@ def lanes(sample: EvalSample) -> list[str]:
     return found
 
 
-def infos(sample: EvalSample, kind: str) -> list[dict[str, Any]]:
+def info_events(sample: EvalSample, kind: str) -> list[InfoEvent]:
+    """The swarm's info events of this type (`ledger`, `comm`...)."""
     return [
-        e.data
+        e
         for e in sample.events
         if isinstance(e, InfoEvent)
         and e.source == "inspect_swarm"
         and isinstance(e.data, dict)
         and e.data.get("type") == kind
     ]
+
+
+def infos(sample: EvalSample, kind: str) -> list[dict[str, Any]]:
+    return [e.data for e in info_events(sample, kind) if isinstance(e.data, dict)]

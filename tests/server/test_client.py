@@ -99,6 +99,37 @@ def test_gives_up_and_raises_typed_errors(monkeypatch: pytest.MonkeyPatch) -> No
     assert caught.value.code == "invalid_request" and caught.value.message == "bad"
 
 
+def test_retry_after_zero_resends_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    sleeps: list[float] = []
+    monkeypatch.setattr("time.sleep", sleeps.append)
+    answers = iter(
+        [httpx.Response(503, headers={"Retry-After": "0"}), httpx.Response(200, json={})]
+    )
+    with _client(lambda _: next(answers)) as client:
+        client.swarms.get("x")
+    assert sleeps == [0.0]
+
+
+def test_a_sandbox_create_is_not_resent_after_a_lost_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("time.sleep", lambda _: None)
+    seen: list[httpx.Request] = []
+
+    def lose(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        raise httpx.ReadError("connection reset")
+
+    with _client(lose) as client, pytest.raises(APIConnectionError):
+        client.sandboxes.create(size="1x1")
+    assert len(seen) == 1
+    assert seen[0].read() == b'{"size":{"vcpus":1,"memoryGb":1}}'
+
+    answers = iter([httpx.Response(429), httpx.Response(201, json={"sandboxId": "sbx-1"})])
+    with _client(lambda _: next(answers)) as client:  # refused unprocessed: resent
+        assert client.sandboxes.create()["sandboxId"] == "sbx-1"
+
+
 def test_post_without_idempotency_is_not_resent_after_5xx(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("time.sleep", lambda _: None)
     calls = 0
@@ -131,6 +162,49 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+@pytest.mark.anyio
+async def test_the_async_client_retries_by_the_same_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    sleeps: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        sleeps.append(delay)
+
+    monkeypatch.setattr("anyio.sleep", sleep)
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if len(seen) == 1:
+            raise httpx.ConnectError("refused")
+        if len(seen) == 2:
+            return httpx.Response(503)
+        if len(seen) == 3:
+            return httpx.Response(429, headers={"Retry-After": "7"})
+        if request.method == "POST" and request.url.path == "/api/swarms/r1/cancel":
+            return httpx.Response(500, json={"detail": "boom", "code": "internal_error"})
+        return httpx.Response(201, json={"id": "r1"})
+
+    async with AsyncSwarmsClient(
+        api_key="k", base_url="http://stub", transport=httpx.MockTransport(handler)
+    ) as client:
+        assert (await client.swarms.start("true", count=1))["id"] == "r1"
+        assert sleeps == [0.5, 1.0, 7.0]
+        assert len({r.headers["Idempotency-Key"] for r in seen}) == 1
+        with pytest.raises(SwarmsAPIError) as caught:
+            await client.swarms.cancel("r1")  # a POST is not resent after a 5xx
+        assert (caught.value.status, caught.value.code, len(seen)) == (500, "internal_error", 5)
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused")
+
+    async with AsyncSwarmsClient(
+        api_key="k", base_url="http://stub", transport=httpx.MockTransport(refuse), max_retries=2
+    ) as client:
+        with pytest.raises(APIConnectionError, match="cannot reach http://stub"):
+            await client.swarms.get("x")
+    assert sleeps[3:] == [0.5, 1.0]
+
+
 @needs_namespaces
 @pytest.mark.anyio
 async def test_async_client_against_the_server(server: Server) -> None:
@@ -143,3 +217,14 @@ async def test_async_client_against_the_server(server: Server) -> None:
         assert any(r["id"] == run["id"] for r in await client.swarms.list())
         with pytest.raises(NotFoundError):
             await client.swarms.get("missing")
+
+
+@needs_namespaces
+@pytest.mark.anyio
+async def test_async_sandbox_calls_against_the_server(server: Server) -> None:
+    async with AsyncSwarmsClient(api_key=KEY, base_url=server.url) as client:
+        made = await client.sandboxes.create(size="1x1", metadata={"async": "yes"})
+        assert (await client.sandboxes.get(made["sandboxId"]))["metadata"] == {"async": "yes"}
+        assert [s["sandboxId"] for s in await client.sandboxes.list()] == [made["sandboxId"]]
+        assert (await client.sandboxes.kill(made["sandboxId"]))["status"] == "ended"
+        await client.servers.release()

@@ -1,9 +1,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from inspect_ai.util import (
     ComposeConfig,
@@ -11,17 +9,22 @@ from inspect_ai.util import (
     SandboxEnvironment,
     SandboxEnvironmentConfigType,
     SandboxEnvironmentSpec,
-    parse_compose_yaml,
     sandboxenv,
 )
-from inspect_ai.util._sandbox.compose import COMPOSE_FILES, is_dockerfile
 from inspect_ai.util._sandbox.local import LocalSandboxEnvironment
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict
 from typing_extensions import override
 
-SANDBOX_TYPE = "multidir"
+from ._compose import (
+    DEFAULT,
+    ComposeSandboxEnvironment,
+    Names,
+    compose_services,
+    default_first,
+    refusal,
+)
 
-DEFAULT = "default"
+SANDBOX_TYPE = "multidir"
 
 
 class MultidirConfig(BaseModel):
@@ -33,28 +36,8 @@ class MultidirConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    environments: tuple[str, ...] = Field(default=(DEFAULT,), min_length=1)
+    environments: Names = (DEFAULT,)
     """Names of the environments (each a private working directory)."""
-
-    @field_validator("environments")
-    @classmethod
-    def _check_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
-        for name in names:
-            _check_name(name)
-        duplicates = sorted({name for name in names if names.count(name) > 1})
-        if duplicates:
-            raise ValueError(
-                f"environments lists {duplicates} more than once: give each environment once"
-            )
-        return names
-
-
-def _check_name(name: str) -> None:
-    if not name or ":" in name:
-        raise ValueError(
-            f"environment name {name!r} is not valid: use a non-empty name without ':' "
-            "(sample files address an environment as 'name:path')"
-        )
 
 
 def multidir(*environments: str) -> SandboxEnvironmentSpec:
@@ -78,40 +61,17 @@ def environment_names(config: SandboxEnvironmentConfigType | None) -> list[str]:
         case None:
             return [DEFAULT]
         case MultidirConfig():
-            return _default_first(config.environments, marked=None)
-        case ComposeConfig():
-            return _compose_names(config, source="the compose config")
-        case str() if is_dockerfile(config):
-            # a Dockerfile describes one image, so the sample gets one environment
-            return [DEFAULT]
-        case str():
-            return _compose_names(parse_compose_yaml(config), source=repr(config))
+            return default_first(config.environments)
+        case str() | ComposeConfig():
+            return list(compose_services(config, "environment"))
         case _:
-            raise ValueError(
-                f"The multidir sandbox cannot use the config {config!r}: pass a compose "
-                "file, MultidirConfig(environments=[...]) or multidir(...)."
+            raise refusal(
+                SANDBOX_TYPE, config, "MultidirConfig(environments=[...]) or multidir(...)"
             )
 
 
-def _compose_names(compose: ComposeConfig, source: str) -> list[str]:
-    names = list(compose.services)
-    for name in names:
-        _check_name(name)
-    marked = [name for name, service in compose.services.items() if service.x_default]
-    if len(marked) > 1:
-        raise ValueError(
-            f"Services {marked} of {source} all have 'x-default: true': mark one service only."
-        )
-    return _default_first(names, marked=marked[0] if marked else None)
-
-
-def _default_first(names: Sequence[str], marked: str | None) -> list[str]:
-    default = marked or (DEFAULT if DEFAULT in names else names[0])
-    return [default, *(name for name in names if name != default)]
-
-
 @sandboxenv(name=SANDBOX_TYPE)
-class MultidirSandboxEnvironment(LocalSandboxEnvironment):
+class MultidirSandboxEnvironment(ComposeSandboxEnvironment, LocalSandboxEnvironment):
     """Several named environments per sample, each a private working directory.
 
     Configure it with a compose-style file (its service names; the service with
@@ -119,6 +79,8 @@ class MultidirSandboxEnvironment(LocalSandboxEnvironment):
     nothing (one `default` environment). Sample files keyed `"name:path"` land in
     environment `name`.
     """
+
+    config_type = MultidirConfig
 
     def __init__(self, name: str) -> None:
         super().__init__()
@@ -132,20 +94,8 @@ class MultidirSandboxEnvironment(LocalSandboxEnvironment):
 
     @override
     @classmethod
-    def config_files(cls) -> list[str]:
-        # compose files next to a task are found, and a docker task's compose config runs here
-        return list(COMPOSE_FILES)
-
-    @override
-    @classmethod
-    def config_deserialize(cls, config: dict[str, Any]) -> BaseModel:
-        return MultidirConfig.model_validate(config)
-
-    @override
-    @classmethod
-    async def task_init(cls, task_name: str, config: SandboxEnvironmentConfigType | None) -> None:
-        # refuse a bad config when the task starts, not in its first sample
-        environment_names(config)
+    def _service_names(cls, config: SandboxEnvironmentConfigType | None) -> list[str]:
+        return environment_names(config)
 
     @override
     @classmethod

@@ -22,22 +22,28 @@ import httpx
 from anyio.abc import TaskGroup
 from inspect_ai.util import (
     ComposeConfig,
+    ComposeService,
     ExecResult,
     OutputLimitExceededError,
     SandboxEnvironment,
     SandboxEnvironmentConfigType,
     SandboxEnvironmentLimits,
     SandboxEnvironmentSpec,
-    parse_compose_yaml,
     sandboxenv,
 )
-from inspect_ai.util._sandbox.compose import COMPOSE_FILES
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import override
 
-SANDBOX_TYPE = "swarm_server"
+from ._compose import (
+    DEFAULT,
+    ComposeSandboxEnvironment,
+    Names,
+    compose_services,
+    default_first,
+    refusal,
+)
 
-DEFAULT = "default"
+SANDBOX_TYPE = "swarm_server"
 
 ENVD_PORT = 49983
 
@@ -62,12 +68,12 @@ class SwarmServerConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    services: tuple[str, ...] = Field(default=(DEFAULT,), min_length=1)
+    services: Names = (DEFAULT,)
     """Names of the sandboxes of each sample (ignored when `compose` is given)."""
 
-    compose: str | None = None
-    """A compose file whose services name the sandboxes (template from `x-e2b.template`,
-    working directory from `working_dir`, default from `x-default`)."""
+    compose: str | ComposeConfig | None = None
+    """A compose file (or config) whose services name the sandboxes (template from
+    `x-e2b.template`, working directory from `working_dir`, default from `x-default`)."""
 
     api_url: str | None = None
     """The E2B-compatible API, such as `http://127.0.0.1:8767`."""
@@ -117,28 +123,17 @@ class _Service:
 def _services(config: SwarmServerConfig) -> list[_Service]:
     """The sandboxes of each sample, the default first."""
     if config.compose is None:
-        names = list(config.services)
-        return [_Service(n, config.template, None) for n in _default_first(names, None)]
-    compose = parse_compose_yaml(config.compose, multiple_services=True)
-    return _compose_services(compose, config.template, repr(config.compose))
+        return [_Service(name, config.template, None) for name in default_first(config.services)]
+    services = compose_services(config.compose, "service")
+    return [
+        _Service(name, _template(service, config.template), service.working_dir)
+        for name, service in services.items()
+    ]
 
 
-def _compose_services(compose: ComposeConfig, template: str, source: str) -> list[_Service]:
-    found = {}
-    for name, service in compose.services.items():
-        extension = service.extensions.get("x-e2b") or {}
-        found[name] = _Service(name, str(extension.get("template", template)), service.working_dir)
-    marked = [name for name, service in compose.services.items() if service.x_default]
-    if len(marked) > 1:
-        raise ValueError(
-            f"Services {marked} of {source} all have 'x-default: true': mark one service only."
-        )
-    return [found[name] for name in _default_first(list(found), marked[0] if marked else None)]
-
-
-def _default_first(names: list[str], marked: str | None) -> list[str]:
-    default = marked or (DEFAULT if DEFAULT in names else names[0])
-    return [default, *(name for name in names if name != default)]
+def _template(service: ComposeService, default: str) -> str:
+    extension = service.extensions.get("x-e2b") or {}
+    return str(extension.get("template", default))
 
 
 def _as_config(config: SandboxEnvironmentConfigType | None) -> SwarmServerConfig:
@@ -147,13 +142,10 @@ def _as_config(config: SandboxEnvironmentConfigType | None) -> SwarmServerConfig
             return SwarmServerConfig()
         case SwarmServerConfig():
             return config
-        case str():
+        case str() | ComposeConfig():
             return SwarmServerConfig(compose=config)
         case _:
-            raise ValueError(
-                f"The swarm_server sandbox cannot use the config {config!r}: pass a compose "
-                "file, SwarmServerConfig(...) or swarm_server(...)."
-            )
+            raise refusal(SANDBOX_TYPE, config, "SwarmServerConfig(...) or swarm_server(...)")
 
 
 # --- where the server is ---------------------------------------------------------------
@@ -328,13 +320,15 @@ _CREATE_SECONDS = 30.0
 
 
 @sandboxenv(name=SANDBOX_TYPE)
-class SwarmServerSandboxEnvironment(SandboxEnvironment):
+class SwarmServerSandboxEnvironment(ComposeSandboxEnvironment):
     """One sandbox of a sample on a swarm server or any E2B-compatible server.
 
     Each compose service (or configured name) is a sandbox of its own, so per-member
     sandboxes and shared services such as a comparator work without Docker. Services
     reach each other only through the provider, not over a network by name.
     """
+
+    config_type = SwarmServerConfig
 
     def __init__(
         self,
@@ -359,21 +353,15 @@ class SwarmServerSandboxEnvironment(SandboxEnvironment):
 
     @override
     @classmethod
-    def config_files(cls) -> list[str]:
-        return list(COMPOSE_FILES)
-
-    @override
-    @classmethod
-    def config_deserialize(cls, config: dict[str, Any]) -> BaseModel:
-        return SwarmServerConfig.model_validate(config)
+    def _service_names(cls, config: SandboxEnvironmentConfigType | None) -> list[str]:
+        return [service.name for service in _services(_as_config(config))]
 
     @override
     @classmethod
     async def task_init(cls, task_name: str, config: SandboxEnvironmentConfigType | None) -> None:
-        # refuse a bad config, and start or find the server, when the task starts
-        resolved = _as_config(config)
-        _services(resolved)
-        await _connection(resolved)
+        await super().task_init(task_name, config)
+        # start or find the server when the task starts
+        await _connection(_as_config(config))
 
     @override
     @classmethod

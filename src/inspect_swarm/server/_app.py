@@ -16,9 +16,10 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
 from ._engine import Engine
-from ._schema import ApiError, invalid, parse_start
+from ._schema import ApiError, invalid, parse_sandbox, parse_start
 from ._views import RunView, sandbox_object
 from .e2b import mount_e2b
+from .e2b._sandboxes import E2BSandboxes
 
 PROVISION = "provision"
 READ = "read"
@@ -95,6 +96,8 @@ def create_app(engine: Engine, keys: Mapping[str, frozenset[str]]) -> FastAPI:
     )
     auth = Keys(keys, engine)
     store = engine.store
+    sandboxes = E2BSandboxes(engine)
+    mount_e2b(app, sandboxes, auth)
 
     @app.exception_handler(ApiError)
     async def api_error(_: Request, ex: ApiError) -> JSONResponse:
@@ -208,15 +211,61 @@ def create_app(engine: Engine, keys: Mapping[str, frozenset[str]]) -> FastAPI:
         assert ended is not None
         return engine.lease_object(ended, True)
 
+    def swarm_sandbox(sandbox_id: str, account: str) -> dict[str, Any] | None:
+        row = store.sandbox(sandbox_id)
+        if row is None or store.run(row["run_id"], account) is None:
+            return None
+        return {**sandbox_object(row), "swarmId": row["run_id"]}
+
+    def long_lived_sandbox(sandbox_id: str, account: str) -> dict[str, Any]:
+        found = sandboxes.lookup(sandbox_id, account)
+        if found is None:
+            raise ApiError(404, "not_found", f"no sandbox {sandbox_id!r}")
+        return found
+
+    @app.post("/v1/sandboxes")
+    async def create_sandbox(request: Request) -> JSONResponse:
+        who = auth.principal(request, PROVISION)
+        body = parse_sandbox(await _json(request) if await request.body() else {})
+        engine.check_sandbox(body)
+        box = await sandboxes.start(
+            who.account,
+            body.template or "base",
+            body.size,
+            body.timeoutSeconds or engine.settings.default_timeout,
+            body.metadata,
+            body.env,
+        )
+        return JSONResponse(sandboxes.describe(box), status_code=201)
+
+    @app.get("/v1/sandboxes")
+    async def list_sandboxes(request: Request) -> dict[str, Any]:
+        who = auth.principal(request, READ)
+        return {
+            "sandboxes": [sandboxes.describe(box) for box in reversed(sandboxes.of(who.account))]
+        }
+
     @app.get("/v1/sandboxes/{sandbox_id}")
     async def sandbox(sandbox_id: str, request: Request) -> dict[str, Any]:
         who = auth.principal(request, READ)
-        row = store.sandbox(sandbox_id)
-        if row is None or store.run(row["run_id"], who.account) is None:
-            raise ApiError(404, "not_found", f"no sandbox {sandbox_id!r}")
-        return {**sandbox_object(row), "swarmId": row["run_id"]}
+        found = swarm_sandbox(sandbox_id, who.account)
+        return found or long_lived_sandbox(sandbox_id, who.account)
 
-    mount_e2b(app, engine, auth)
+    @app.delete("/v1/sandboxes/{sandbox_id}")
+    async def kill_sandbox(sandbox_id: str, request: Request) -> dict[str, Any]:
+        who = auth.principal(request, PROVISION)
+        if (found := swarm_sandbox(sandbox_id, who.account)) is not None:
+            run_id = found["swarmId"]
+            raise ApiError(
+                409,
+                "swarm_sandbox",
+                f"sandbox {sandbox_id!r} belongs to swarm run {run_id}; cancel the run "
+                f"instead (POST /api/swarms/{run_id}/cancel)",
+            )
+        if (box := sandboxes.live(sandbox_id, who.account)) is not None:
+            await sandboxes.kill(box)
+        return long_lived_sandbox(sandbox_id, who.account)
+
     return app
 
 

@@ -1,4 +1,4 @@
-"""The `inspect-swarm` command: `server`, `swarms run|list|get|results|cancel`, `mcp`."""
+"""The `inspect-swarm` command: `server`, `swarms ...`, `sandboxes ...` and `mcp`."""
 
 from __future__ import annotations
 
@@ -74,7 +74,16 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     _server_parser(commands.add_parser("server", help="run a swarm server on this machine"))
     _swarms_parser(commands.add_parser("swarms", help="start and follow swarm runs"))
-    commands.add_parser("mcp", help="serve the swarms_* tools over MCP (stdio)")
+    _sandboxes_parser(
+        commands.add_parser("sandboxes", help="long-lived sandboxes on your swarm server")
+    )
+    mcp = commands.add_parser("mcp", help="serve the Swarms API as MCP tools (stdio)")
+    mcp.add_argument(
+        "--names",
+        choices=["cli", "hosted", "both"],
+        default="cli",
+        help="tool names: cli (swarms_run...), hosted (start_swarm...) or both",
+    )
     return parser
 
 
@@ -152,6 +161,21 @@ def _swarms_parser(swarms: argparse.ArgumentParser) -> None:
     results.add_argument("swarm_id")
     results.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
     sub.add_parser("cancel", help="cancel a run").add_argument("swarm_id")
+
+
+def _sandboxes_parser(sandboxes: argparse.ArgumentParser) -> None:
+    sub = sandboxes.add_subparsers(dest="action", required=True)
+    create = sub.add_parser("create", help="start a sandbox that lives until killed or timed out")
+    create.add_argument("--template", help="sandbox template (default base)")
+    create.add_argument("--size", type=_size, help="VCPUSxGB, such as 2x4 (the default)")
+    create.add_argument("--timeout", type=parse_duration, help="its lifetime: 90s, 10m, 1h30m")
+    create.add_argument("--env", type=_env_pair, action="append", default=[], metavar="NAME=VALUE")
+    create.add_argument(
+        "--metadata", type=_env_pair, action="append", default=[], metavar="KEY=VALUE"
+    )
+    sub.add_parser("list", help="your live sandboxes, newest first")
+    sub.add_parser("get", help="a sandbox (a run's or a long-lived one)").add_argument("sandbox_id")
+    sub.add_parser("kill", help="end a long-lived sandbox").add_argument("sandbox_id")
 
 
 def progress_line(run: dict[str, Any]) -> str:
@@ -248,6 +272,26 @@ def _swarms(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sandboxes(args: argparse.Namespace) -> int:
+    with SwarmsClient(api_key=args.client_key, base_url=args.api_url) as client:
+        if args.action == "create":
+            found: Any = client.sandboxes.create(
+                template=args.template,
+                size=args.size,
+                timeout_seconds=args.timeout,
+                env=dict(args.env) or None,
+                metadata=dict(args.metadata) or None,
+            )
+        elif args.action == "list":
+            found = client.sandboxes.list()
+        elif args.action == "get":
+            found = client.sandboxes.get(args.sandbox_id)
+        else:
+            found = client.sandboxes.kill(args.sandbox_id)
+    print(json.dumps(found, indent=2))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `inspect-swarm` console script."""
     args = build_parser().parse_args(argv)
@@ -278,8 +322,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "mcp":
             from ._mcp import serve_mcp
 
-            serve_mcp(api_key=args.client_key, base_url=args.api_url)
+            serve_mcp(api_key=args.client_key, base_url=args.api_url, names=args.names)
             return 0
+        if args.command == "sandboxes":
+            return _sandboxes(args)
         return _swarms(args)
     except (SwarmsAPIError, ValueError, OSError) as ex:
         print(f"inspect-swarm: error: {ex}", file=sys.stderr)

@@ -1,7 +1,8 @@
 """A client for the Swarms API (this package's server or a hosted one), sync and async.
 
-Both clients share everything but the sending: each call is described once (`_Call`), then
-sent by `SwarmsClient` or `AsyncSwarmsClient` with the same retry and error rules.
+Both clients share everything but sending and sleeping: each call is described once
+(`_Call`), and one `_Attempts` per call builds its request, decides whether and when to
+resend it, and turns the final answer into a result or a typed error.
 """
 
 from __future__ import annotations
@@ -125,19 +126,29 @@ def _start_call(
         "resultPath": result_path,
         "name": name,
     }
-    body.update({k: v for k, v in optional.items() if v is not None})
+    body.update(_given(optional))
     key = idempotency_key or str(uuid.uuid4())
     return _Call("POST", "/api/swarms", body, {"Idempotency-Key": key})
 
 
-def _runs(response: httpx.Response) -> list[dict[str, Any]]:
-    data = response.json()
-    if isinstance(data, list):
-        return data
-    for name in ("swarms", "data", "items"):
-        if isinstance(data.get(name), list):
-            return list(data[name])
-    return []
+def _given(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a body that were given (None leaves a field out)."""
+    return {name: value for name, value in fields.items() if value is not None}
+
+
+def _items(name: str) -> Callable[[httpx.Response], list[dict[str, Any]]]:
+    """Parse a listing: a bare list, or one under `name` (or `data`, `items`)."""
+
+    def parse(response: httpx.Response) -> list[dict[str, Any]]:
+        data = response.json()
+        if isinstance(data, list):
+            return data
+        for key in (name, "data", "items"):
+            if isinstance(data.get(key), list):
+                return list(data[key])
+        return []
+
+    return parse
 
 
 def _jsonl(response: httpx.Response) -> list[dict[str, Any]]:
@@ -170,8 +181,8 @@ def _error_for(response: httpx.Response) -> SwarmsAPIError:
     return error(response.status_code, code, message, request_id)
 
 
-def _retry_after(response: httpx.Response | None) -> float | None:
-    value = None if response is None else response.headers.get("retry-after")
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
     if not value:
         return None
     try:
@@ -182,20 +193,6 @@ def _retry_after(response: httpx.Response | None) -> float | None:
         except (TypeError, ValueError):
             return None
         return min(max(delay, 0.0), _MAX_RETRY_AFTER)
-
-
-def _retry_delay(call: _Call, attempt: int, response: httpx.Response | None) -> float | None:
-    """Seconds to wait before resending, or None to give up."""
-    if response is None:
-        retry = call.safe_to_retry
-    elif response.status_code in (429, 503):
-        retry = True  # the request was not processed
-    else:
-        retry = response.status_code >= 500 and call.method in ("GET", "DELETE")
-    if not retry:
-        return None
-    backoff = min(0.5 * 2**attempt, _MAX_BACKOFF)
-    return _retry_after(response) or backoff
 
 
 class _Settings:
@@ -217,14 +214,47 @@ class _Settings:
         return {"Authorization": f"Bearer {self.api_key}", "User-Agent": "inspect-swarm"}
 
 
-def _outcome(call: _Call, response: httpx.Response) -> Any:
-    if response.is_success:
-        return call.parse(response)
-    raise _error_for(response)
+class _Attempts:
+    """One call's attempts: its request, when to resend it, and what its answer means."""
 
+    def __init__(
+        self, call: _Call, http: httpx.Client | httpx.AsyncClient, settings: _Settings
+    ) -> None:
+        self.call = call
+        self.request = http.build_request(
+            call.method, call.path, json=call.body, headers=call.headers
+        )
+        self._settings = settings
+        self._number = 0
 
-def _connection_error(ex: httpx.TransportError, url: str) -> APIConnectionError:
-    return APIConnectionError(0, "connection_error", f"cannot reach {url}: {ex}")
+    def retry_delay(self, answer: httpx.Response | httpx.TransportError) -> float | None:
+        """Seconds to wait before resending after `answer`, or None when it is final."""
+        if self._number >= self._settings.max_retries:
+            return None
+        if isinstance(answer, httpx.TransportError):
+            # lost on the way: resend only what cannot do the work twice
+            retry = self.call.safe_to_retry
+        elif answer.status_code in (429, 503):
+            retry = True  # the request was not processed
+        else:
+            retry = answer.status_code >= 500 and self.call.method in ("GET", "DELETE")
+        if not retry:
+            return None
+        backoff = min(0.5 * 2**self._number, _MAX_BACKOFF)
+        self._number += 1
+        after = None if isinstance(answer, httpx.TransportError) else _retry_after(answer)
+        delay = backoff if after is None else after
+        logger.debug("retrying %s %s in %.1fs", self.call.method, self.call.path, delay)
+        return delay
+
+    def result(self, answer: httpx.Response | httpx.TransportError) -> Any:
+        """The call's result from its final answer, or its typed error."""
+        if isinstance(answer, httpx.TransportError):
+            message = f"cannot reach {self._settings.base_url}: {answer}"
+            raise APIConnectionError(0, "connection_error", message) from answer
+        if answer.is_success:
+            return self.call.parse(answer)
+        raise _error_for(answer)
 
 
 class SwarmsClient:
@@ -271,24 +301,17 @@ class SwarmsClient:
         self._http.close()
 
     def _send(self, call: _Call) -> Any:
-        attempt = 0
+        attempts = _Attempts(call, self._http, self._settings)
         while True:
-            response: httpx.Response | None = None
+            answer: httpx.Response | httpx.TransportError
             try:
-                response = self._http.request(
-                    call.method, call.path, json=call.body, headers=call.headers
-                )
+                answer = self._http.send(attempts.request)
             except httpx.TransportError as ex:
-                delay = _retry_delay(call, attempt, None)
-                if delay is None or attempt >= self._settings.max_retries:
-                    raise _connection_error(ex, self._settings.base_url) from ex
-            else:
-                delay = _retry_delay(call, attempt, response)
-                if delay is None or attempt >= self._settings.max_retries:
-                    return _outcome(call, response)
-            logger.debug("retrying %s %s in %.1fs", call.method, call.path, delay)
+                answer = ex
+            delay = attempts.retry_delay(answer)
+            if delay is None:
+                return attempts.result(answer)
             time.sleep(delay)
-            attempt += 1
 
 
 class AsyncSwarmsClient:
@@ -329,24 +352,17 @@ class AsyncSwarmsClient:
         await self._http.aclose()
 
     async def _send(self, call: _Call) -> Any:
-        attempt = 0
+        attempts = _Attempts(call, self._http, self._settings)
         while True:
-            response: httpx.Response | None = None
+            answer: httpx.Response | httpx.TransportError
             try:
-                response = await self._http.request(
-                    call.method, call.path, json=call.body, headers=call.headers
-                )
+                answer = await self._http.send(attempts.request)
             except httpx.TransportError as ex:
-                delay = _retry_delay(call, attempt, None)
-                if delay is None or attempt >= self._settings.max_retries:
-                    raise _connection_error(ex, self._settings.base_url) from ex
-            else:
-                delay = _retry_delay(call, attempt, response)
-                if delay is None or attempt >= self._settings.max_retries:
-                    return _outcome(call, response)
-            logger.debug("retrying %s %s in %.1fs", call.method, call.path, delay)
+                answer = ex
+            delay = attempts.retry_delay(answer)
+            if delay is None:
+                return attempts.result(answer)
             await anyio.sleep(delay)
-            attempt += 1
 
 
 class _Calls:
@@ -358,7 +374,7 @@ class _Calls:
 
     @staticmethod
     def list() -> _Call:
-        return _Call("GET", "/api/swarms", parse=_runs)
+        return _Call("GET", "/api/swarms", parse=_items("swarms"))
 
     @staticmethod
     def cancel(run_id: str) -> _Call:
@@ -371,6 +387,47 @@ class _Calls:
     @staticmethod
     def access() -> _Call:
         return _Call("GET", "/api/swarms/access")
+
+    @staticmethod
+    def servers() -> _Call:
+        return _Call("GET", "/v1/servers")
+
+    @staticmethod
+    def lease() -> _Call:
+        return _Call("POST", "/v1/servers/lease")
+
+    @staticmethod
+    def release() -> _Call:
+        return _Call("DELETE", "/v1/servers/lease")
+
+    @staticmethod
+    def create_sandbox(
+        template: str | None,
+        size: str | Mapping[str, int] | None,
+        timeout_seconds: int | None,
+        env: Mapping[str, str] | None,
+        metadata: Mapping[str, str] | None,
+    ) -> _Call:
+        fields = {
+            "template": template,
+            "size": parse_size(size),
+            "timeoutSeconds": timeout_seconds,
+            "env": None if env is None else dict(env),
+            "metadata": None if metadata is None else dict(metadata),
+        }
+        return _Call("POST", "/v1/sandboxes", _given(fields), safe_to_retry=False)
+
+    @staticmethod
+    def sandbox(sandbox_id: str) -> _Call:
+        return _Call("GET", f"/v1/sandboxes/{sandbox_id}")
+
+    @staticmethod
+    def sandboxes() -> _Call:
+        return _Call("GET", "/v1/sandboxes", parse=_items("sandboxes"))
+
+    @staticmethod
+    def kill_sandbox(sandbox_id: str) -> _Call:
+        return _Call("DELETE", f"/v1/sandboxes/{sandbox_id}")
 
 
 class Swarms:
@@ -574,15 +631,15 @@ class Servers:
 
     def list(self) -> dict[str, Any]:
         """Every server and its state, your open lease, and whether you may rent one."""
-        return dict(self._client._send(_Call("GET", "/v1/servers")))
+        return dict(self._client._send(_Calls.servers()))
 
     def lease(self) -> dict[str, Any]:
         """Rent a free server, or return the one you rent."""
-        return dict(self._client._send(_Call("POST", "/v1/servers/lease")))
+        return dict(self._client._send(_Calls.lease()))
 
     def release(self) -> dict[str, Any]:
         """Release your server: every sandbox on it ends."""
-        return dict(self._client._send(_Call("DELETE", "/v1/servers/lease")))
+        return dict(self._client._send(_Calls.release()))
 
 
 class AsyncServers:
@@ -593,26 +650,61 @@ class AsyncServers:
 
     async def list(self) -> dict[str, Any]:
         """Every server and its state, your open lease, and whether you may rent one."""
-        return dict(await self._client._send(_Call("GET", "/v1/servers")))
+        return dict(await self._client._send(_Calls.servers()))
 
     async def lease(self) -> dict[str, Any]:
         """Rent a free server, or return the one you rent."""
-        return dict(await self._client._send(_Call("POST", "/v1/servers/lease")))
+        return dict(await self._client._send(_Calls.lease()))
 
     async def release(self) -> dict[str, Any]:
         """Release your server: every sandbox on it ends."""
-        return dict(await self._client._send(_Call("DELETE", "/v1/servers/lease")))
+        return dict(await self._client._send(_Calls.release()))
 
 
 class Sandboxes:
-    """`client.sandboxes`: a sandbox's record (kept 7 days after it ends)."""
+    """`client.sandboxes`: long-lived sandboxes on your server, and any sandbox's record."""
 
     def __init__(self, client: SwarmsClient) -> None:
         self._client = client
 
+    def create(
+        self,
+        *,
+        template: str | None = None,
+        size: str | Mapping[str, int] | None = None,
+        timeout_seconds: int | None = None,
+        env: Mapping[str, str] | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Start a sandbox on your server that lives until killed, timed out or released.
+
+        It is used through the E2B API (its `sandboxId`, `envdUrl` and `envdAccessToken`).
+        A lost connection is not retried: the sandbox may have started.
+
+        Args:
+            template: The sandbox template (default `base`).
+            size: `"2x4"` or `{"vcpus": 2, "memoryGb": 4}` (default 2 vCPU, 4 GB).
+            timeout_seconds: How long it lives (default 600).
+            env: Variables for every command in it.
+            metadata: Your labels, shown with it.
+
+        Returns:
+            The sandbox, as the API's dict.
+        """
+        call = _Calls.create_sandbox(template, size, timeout_seconds, env, metadata)
+        return dict(self._client._send(call))
+
     def get(self, sandbox_id: str) -> dict[str, Any]:
-        """One sandbox by its `sbx-` id."""
-        return dict(self._client._send(_Call("GET", f"/v1/sandboxes/{sandbox_id}")))
+        """One sandbox by its `sbx-` id (a run's, or a long-lived one; kept 7 days)."""
+        return dict(self._client._send(_Calls.sandbox(sandbox_id)))
+
+    def list(self) -> builtins.list[dict[str, Any]]:
+        """Your live long-lived sandboxes, newest first."""
+        return list(self._client._send(_Calls.sandboxes()))
+
+    def kill(self, sandbox_id: str) -> dict[str, Any]:
+        """End a long-lived sandbox; returns its record."""
+        return dict(self._client._send(_Calls.kill_sandbox(sandbox_id)))
 
 
 class AsyncSandboxes:
@@ -621,6 +713,27 @@ class AsyncSandboxes:
     def __init__(self, client: AsyncSwarmsClient) -> None:
         self._client = client
 
+    async def create(
+        self,
+        *,
+        template: str | None = None,
+        size: str | Mapping[str, int] | None = None,
+        timeout_seconds: int | None = None,
+        env: Mapping[str, str] | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Start a long-lived sandbox (see `Sandboxes.create`)."""
+        call = _Calls.create_sandbox(template, size, timeout_seconds, env, metadata)
+        return dict(await self._client._send(call))
+
     async def get(self, sandbox_id: str) -> dict[str, Any]:
-        """One sandbox by its `sbx-` id."""
-        return dict(await self._client._send(_Call("GET", f"/v1/sandboxes/{sandbox_id}")))
+        """One sandbox by its `sbx-` id (a run's, or a long-lived one; kept 7 days)."""
+        return dict(await self._client._send(_Calls.sandbox(sandbox_id)))
+
+    async def list(self) -> builtins.list[dict[str, Any]]:
+        """Your live long-lived sandboxes, newest first."""
+        return list(await self._client._send(_Calls.sandboxes()))
+
+    async def kill(self, sandbox_id: str) -> dict[str, Any]:
+        """End a long-lived sandbox; returns its record."""
+        return dict(await self._client._send(_Calls.kill_sandbox(sandbox_id)))

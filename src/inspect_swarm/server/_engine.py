@@ -24,13 +24,21 @@ from anyio.abc import TaskGroup
 from ._cgroups import Limits
 from ._isolation import Sandbox, SandboxError, SandboxHost
 from ._process import ChildProcess
-from ._schema import RESULT_BYTES, TAIL_BYTES, ApiError, Size, StartBody, body_hash, invalid
+from ._schema import (
+    RESULT_BYTES,
+    TAIL_BYTES,
+    ApiError,
+    SandboxFields,
+    Size,
+    StartBody,
+    body_hash,
+    invalid,
+)
 from ._store import Lease, Store
 from ._views import RunView, Views, iso
 
 GIB = 1024**3
 RECORDS_KEPT_SECONDS = 7 * 24 * 3600
-_TEMPLATES = ("base", "python", "code-interpreter")
 _DRAIN_SECONDS = 0.5
 _TICK_SECONDS = 1.0
 
@@ -112,6 +120,7 @@ class Engine:
 
     def _recover(self) -> None:
         self.store.fail_interrupted("server restarted while the sandbox was running")
+        self.store.end_long_lived("server restarted while the sandbox was alive")
         self.host.reap_leftovers()
         self.store.purge(time.time() - RECORDS_KEPT_SECONDS)
         for row in self.store.unfinished_runs():
@@ -206,6 +215,18 @@ class Engine:
                 f"{s.max_sandboxes} per run; split the job",
                 field="count",
             )
+        self.check_sandbox(body)
+        most = self._max_concurrency(body.size)
+        if body.concurrency is not None and body.concurrency > most:
+            raise invalid(
+                "concurrency",
+                f"at most {most} sandboxes of {body.size.memoryGb} GB "
+                f"fit in {s.memory_gib} GiB, got {body.concurrency}",
+            )
+
+    def check_sandbox(self, body: SandboxFields) -> None:
+        """Refuse a timeout or size this server cannot honour (400 naming the field)."""
+        s = self.settings
         timeout = body.timeoutSeconds
         if timeout is not None and not s.min_timeout <= timeout <= s.max_timeout:
             raise invalid(
@@ -217,29 +238,6 @@ class Engine:
                 "size.memoryGb",
                 f"{body.size.memoryGb} GB does not fit in this "
                 f"server's {s.memory_gib} GiB; ask for less memory",
-            )
-        most = self._max_concurrency(body.size)
-        if body.concurrency is not None and body.concurrency > most:
-            raise invalid(
-                "concurrency",
-                f"at most {most} sandboxes of {body.size.memoryGb} GB "
-                f"fit in {s.memory_gib} GiB, got {body.concurrency}",
-            )
-        if body.image is not None:
-            raise ApiError(
-                400,
-                "image_unsupported",
-                f"image: this server has no image registry (got {body.image!r}); "
-                f"use template, one of {', '.join(_TEMPLATES)}",
-                field="image",
-            )
-        if body.template is not None and body.template not in _TEMPLATES:
-            raise ApiError(
-                400,
-                "template_not_found",
-                f"template: unknown template {body.template!r}; this server has "
-                f"{', '.join(_TEMPLATES)}",
-                field="template",
             )
 
     # cancelling
@@ -292,8 +290,12 @@ class Engine:
     def release(self, lease: Lease, reason: str) -> None:
         """End a lease and every sandbox on it."""
         self.store.release_lease(lease.id, reason)
+        # the run's `error`, as billing's on a hosted server: its queued sandboxes fail with
+        # it, and its running ones stop too, since releasing ends every sandbox on the server
+        error = f"the server's lease ended ({reason}): every sandbox on it was ended"
         for run in [r for r in self._runs.values() if r.lease_id == lease.id]:
-            self._end_run(run.id, "cancelled", f"lease {reason}: every sandbox on it ended")
+            self._set_run(run.id, error=error)
+            self._end_run(run.id, "failed", error)
         for holder in self.holders:
             holder.release(lease.id, f"lease {reason}")
 

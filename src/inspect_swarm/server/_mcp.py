@@ -1,4 +1,9 @@
-"""MCP tools named after the CLI's commands: swarms_run, _list, _get, _cancel, _results.
+"""MCP tools for the Swarms API, under the CLI's names, the hosted server's, or both.
+
+The CLI's own MCP server names every tool after its command (`swarms_run`, `swarms_list`,
+`swarms_get`, `swarms_cancel`, `swarms_results`); the hosted Maritime MCP server has the same
+calls as `start_swarm`, `list_swarms`, `get_swarm`, `cancel_swarm` and `get_swarm_results`.
+Each call has one implementation, registered under the names asked for.
 
 Needs the `mcp` extra. Works with the `mcp` SDK 2 (`MCPServer`) and 1 (`FastMCP`).
 """
@@ -6,18 +11,29 @@ Needs the `mcp` extra. Works with the `mcp` SDK 2 (`MCPServer`) and 1 (`FastMCP`
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Literal, Protocol, TypeVar, cast
 
 from ._client import AsyncSwarmsClient
 
 _Tool = TypeVar("_Tool", bound=Callable[..., Any])
 
+ToolNames = Literal["cli", "hosted", "both"]
+
+TOOL_NAMES: dict[str, tuple[str, str]] = {
+    "run": ("swarms_run", "start_swarm"),
+    "list": ("swarms_list", "list_swarms"),
+    "get": ("swarms_get", "get_swarm"),
+    "cancel": ("swarms_cancel", "cancel_swarm"),
+    "results": ("swarms_results", "get_swarm_results"),
+}
+"""Each call's tool name in the CLI's MCP server and in the hosted one."""
+
 
 class McpServer(Protocol):
     """What this module uses of the SDK's server (MCPServer in mcp 2, FastMCP in mcp 1)."""
 
-    def tool(self) -> Callable[[_Tool], _Tool]:
-        """Register a function as a tool."""
+    def tool(self, name: str | None = None) -> Callable[[_Tool], _Tool]:
+        """Register a function as a tool (named `name`, else after the function)."""
         ...
 
     def run(self) -> None:
@@ -35,16 +51,10 @@ def _new_server(name: str, instructions: str) -> McpServer:
     return cast(McpServer, server_class(name, instructions=instructions))
 
 
-def build_mcp_server(client: AsyncSwarmsClient) -> McpServer:
-    """An MCP server whose tools call the Swarms API through `client`."""
-    server = _new_server(
-        "inspect-swarm",
-        "Run one shell command on many isolated sandboxes at once (a swarm run), follow it, "
-        "and collect each sandbox's exit code, output tails and result.",
-    )
+def _tools(client: AsyncSwarmsClient) -> dict[str, Callable[..., Any]]:
+    """One implementation of each call, keyed as `TOOL_NAMES`."""
 
-    @server.tool()
-    async def swarms_run(
+    async def run(
         command: str,
         count: int | None = None,
         inputs: list[dict[str, Any]] | None = None,
@@ -61,7 +71,7 @@ def build_mcp_server(client: AsyncSwarmsClient) -> McpServer:
         `size` is VCPUSxGB such as "2x4"; `timeout_seconds` is per sandbox. With `wait`,
         returns the finished run; otherwise the started one.
         """
-        run = await client.swarms.start(
+        started = await client.swarms.start(
             command,
             count=count,
             inputs=inputs,
@@ -71,32 +81,51 @@ def build_mcp_server(client: AsyncSwarmsClient) -> McpServer:
             result_path=result_path,
             name=name,
         )
-        return await client.swarms.wait(run["id"]) if wait else run
+        return await client.swarms.wait(started["id"]) if wait else started
 
-    @server.tool()
-    async def swarms_list() -> dict[str, Any]:
+    async def list_runs() -> dict[str, Any]:
         """Your swarm runs, newest first."""
         return {"swarms": await client.swarms.list()}
 
-    @server.tool()
-    async def swarms_get(swarm_id: str) -> dict[str, Any]:
+    async def get(swarm_id: str) -> dict[str, Any]:
         """A swarm run with every sandbox's status, exit code, output tails and result."""
         return await client.swarms.get(swarm_id)
 
-    @server.tool()
-    async def swarms_cancel(swarm_id: str) -> dict[str, Any]:
+    async def cancel(swarm_id: str) -> dict[str, Any]:
         """Cancel a run: queued sandboxes never start, running ones stop."""
         return await client.swarms.cancel(swarm_id)
 
-    @server.tool()
-    async def swarms_results(swarm_id: str) -> dict[str, Any]:
+    async def results(swarm_id: str) -> dict[str, Any]:
         """Every sandbox's result record, in input order."""
         return {"results": await client.swarms.results(swarm_id)}
 
+    return {"run": run, "list": list_runs, "get": get, "cancel": cancel, "results": results}
+
+
+def build_mcp_server(client: AsyncSwarmsClient, names: ToolNames = "cli") -> McpServer:
+    """An MCP server whose tools call the Swarms API through `client`.
+
+    Args:
+        client: The API client the tools call.
+        names: `cli` (`swarms_run`...), `hosted` (`start_swarm`...) or `both`.
+    """
+    if names not in ("cli", "hosted", "both"):
+        raise ValueError(f"names: expected 'cli', 'hosted' or 'both', got {names!r}")
+    server = _new_server(
+        "inspect-swarm",
+        "Run one shell command on many isolated sandboxes at once (a swarm run), follow it, "
+        "and collect each sandbox's exit code, output tails and result.",
+    )
+    wanted = {"cli": (0,), "hosted": (1,), "both": (0, 1)}[names]
+    for call, tool in _tools(client).items():
+        for which in wanted:
+            server.tool(name=TOOL_NAMES[call][which])(tool)
     return server
 
 
-def serve_mcp(api_key: str | None = None, base_url: str | None = None) -> None:
+def serve_mcp(
+    api_key: str | None = None, base_url: str | None = None, names: ToolNames = "cli"
+) -> None:
     """Serve the tools over stdio until the client disconnects."""
     client = AsyncSwarmsClient(api_key=api_key, base_url=base_url)
-    build_mcp_server(client).run()
+    build_mcp_server(client, names).run()

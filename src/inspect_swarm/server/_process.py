@@ -11,6 +11,7 @@ pidfd and on non-blocking pipes keeps everything on anyio, so asyncio and trio b
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import shutil
@@ -19,6 +20,7 @@ import subprocess
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import anyio
 
@@ -75,6 +77,8 @@ class ChildProcess:
         self._popen = popen
         self._new_session = new_session
         self._pidfd = os.pidfd_open(popen.pid)
+        # a command's stream and its sandbox's end may both wait for it: one reads the pidfd
+        self._reaping = anyio.Lock()
         for stream in (popen.stdout, popen.stderr, popen.stdin):
             if stream is not None:
                 os.set_blocking(stream.fileno(), False)
@@ -90,10 +94,11 @@ class ChildProcess:
         return self._popen.returncode
 
     async def wait(self) -> int:
-        """Wait for the process to exit and reap it."""
-        if self._popen.returncode is None:
-            await anyio.wait_readable(self._pidfd)
-            self._popen.wait()
+        """Wait for the process to exit and reap it (any number of tasks may wait)."""
+        async with self._reaping:
+            if self._popen.returncode is None:
+                await anyio.wait_readable(self._pidfd)
+                self._popen.wait()
         return self._popen.returncode
 
     def signal(self, sig: int = signal.SIGKILL) -> None:
@@ -118,7 +123,10 @@ class ChildProcess:
             try:
                 data = os.read(fd, _READ_CHUNK)
             except BlockingIOError:
-                await anyio.wait_readable(fd)
+                try:
+                    await anyio.wait_readable(fd)
+                except anyio.ClosedResourceError:
+                    return  # the process was closed while its output was being read
                 continue
             if not data:
                 return
@@ -126,30 +134,40 @@ class ChildProcess:
 
     async def write_stdin(self, data: bytes) -> None:
         """Write all of `data` to the process's stdin."""
-        assert self._popen.stdin is not None, "process started without stdin"
-        fd = self._popen.stdin.fileno()
+        stdin = self._popen.stdin
+        assert stdin is not None, "process started without stdin"
         view = memoryview(data)
         while view:
+            if stdin.closed:
+                raise BrokenPipeError("stdin was closed")
             try:
-                written = os.write(fd, view)
+                written = os.write(stdin.fileno(), view)
             except BlockingIOError:
-                await anyio.wait_writable(fd)
+                with contextlib.suppress(anyio.ClosedResourceError):
+                    await anyio.wait_writable(stdin.fileno())
                 continue
             view = view[written:]
 
     def close_stdin(self) -> None:
         """Close stdin, so the process reads end of file."""
-        if self._popen.stdin is not None and not self._popen.stdin.closed:
-            self._popen.stdin.close()
+        _close_stream(self._popen.stdin)
 
     def close(self) -> None:
         """Release the pipes and the pidfd (the process must have been reaped or killed)."""
+        # wake whoever still waits on a descriptor: closing one under a waiter leaves the event
+        # loop watching a number the next descriptor reuses, which then never wakes anyone
         for stream in (self._popen.stdin, self._popen.stdout, self._popen.stderr):
-            if stream is not None and not stream.closed:
-                stream.close()
+            _close_stream(stream)
         if self._pidfd >= 0:
+            anyio.notify_closing(self._pidfd)
             os.close(self._pidfd)
             self._pidfd = -1
+
+
+def _close_stream(stream: IO[bytes] | None) -> None:
+    if stream is not None and not stream.closed:
+        anyio.notify_closing(stream.fileno())
+        stream.close()
 
 
 def spawn(options: SpawnOptions) -> ChildProcess:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
@@ -83,34 +83,56 @@ class SwarmInput(_Strict):
     files: dict[str, str] = {}
 
 
-class StartBody(_Strict):
+TEMPLATES = ("base", "python", "code-interpreter")
+"""The templates this server offers (each is the host's root, seen through an overlay)."""
+
+
+class SandboxFields(_Strict):
+    """What a sandbox is made of, for a run's sandboxes or one of its own."""
+
+    env: dict[str, str] = {}
+    size: Size = Size()
+    timeoutSeconds: int | None = None
+    template: NonEmpty | None = None
+    image: NonEmpty | None = None
+
+
+class StartBody(SandboxFields):
     """The body of `POST /api/swarms`."""
 
     command: NonEmpty | Annotated[list[str], Field(min_length=1)]
     count: int | None = Field(default=None, ge=1)
     inputs: Annotated[list[SwarmInput], Field(min_length=1)] | None = None
-    env: dict[str, str] = {}
     files: dict[str, str] = {}
-    size: Size = Size()
-    timeoutSeconds: int | None = None
     concurrency: int | None = Field(default=None, ge=1)
-    template: NonEmpty | None = None
-    image: NonEmpty | None = None
     resultPath: NonEmpty | None = None
     name: str | None = None
     idempotencyKey: NonEmpty | None = None
 
 
+class SandboxBody(SandboxFields):
+    """The body of `POST /v1/sandboxes`: one long-lived sandbox.
+
+    Its `timeoutSeconds` is its lifetime, which ends sooner when it is killed or its lease ends.
+    """
+
+    metadata: dict[str, str] = {}
+
+
 # loc entries that name fields (pydantic adds union member tags such as "constrained-str")
-_FIELDS = {name for model in (StartBody, Size, SwarmInput) for name in model.model_fields}
+_FIELDS = {
+    name for model in (StartBody, SandboxBody, Size, SwarmInput) for name in model.model_fields
+}
+
+_Body = TypeVar("_Body", bound=_Strict)
 
 
-def parse_start(raw: Any) -> StartBody:
-    """Validate a start body, raising ApiError(400) that names the first bad field."""
+def _validate(model: type[_Body], raw: Any) -> _Body:
+    """Validate a body, raising ApiError(400) that names the first bad field."""
     if not isinstance(raw, dict):
         raise invalid("body", f"expected a JSON object, got {type(raw).__name__}")
     try:
-        body = StartBody.model_validate(raw)
+        return model.model_validate(raw)
     except ValidationError as ex:
         error = ex.errors()[0]
         loc = list(error["loc"])
@@ -120,6 +142,11 @@ def parse_start(raw: Any) -> StartBody:
         field = ".".join(str(p) for p in [*parts, *([unknown] if unknown else [])])
         got = f" (got {json.dumps(error['input'])[:80]})" if error["type"] != "missing" else ""
         raise invalid(field or "body", f"{error['msg']}{got}") from None
+
+
+def parse_start(raw: Any) -> StartBody:
+    """Validate a start body, raising ApiError(400) that names the first bad field."""
+    body = _validate(StartBody, raw)
     if (body.count is None) == (body.inputs is None):
         raise invalid("count", "give exactly one of `count` or `inputs`")
     for where, files in _all_files(body):
@@ -128,9 +155,35 @@ def parse_start(raw: Any) -> StartBody:
                 raise invalid(where, f"file paths must be absolute, got {path!r}")
     if body.resultPath is not None and not body.resultPath.startswith("/"):
         raise invalid("resultPath", f"must be an absolute path, got {body.resultPath!r}")
+    _check_template(body)
+    return body
+
+
+def parse_sandbox(raw: Any) -> SandboxBody:
+    """Validate a sandbox body, raising ApiError(400) that names the first bad field."""
+    body = _validate(SandboxBody, raw)
+    _check_template(body)
+    return body
+
+
+def _check_template(body: SandboxFields) -> None:
     if body.template is not None and body.image is not None:
         raise invalid("image", "give `template` or `image`, not both")
-    return body
+    if body.image is not None:
+        raise ApiError(
+            400,
+            "image_unsupported",
+            f"image: this server has no image registry (got {body.image!r}); "
+            f"use template, one of {', '.join(TEMPLATES)}",
+            field="image",
+        )
+    if body.template is not None and body.template not in TEMPLATES:
+        raise ApiError(
+            400,
+            "template_not_found",
+            f"template: unknown template {body.template!r}; this server has {', '.join(TEMPLATES)}",
+            field="template",
+        )
 
 
 def _all_files(body: StartBody) -> list[tuple[str, dict[str, str]]]:

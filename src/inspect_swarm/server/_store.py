@@ -1,4 +1,5 @@
-"""Durable state in SQLite: runs, sandboxes, results, idempotency keys and leases.
+"""Durable state in SQLite: runs, sandboxes, results, idempotency keys, leases, and the
+records of long-lived sandboxes (those made outside runs).
 
 Every change is committed at once (WAL, synchronous=NORMAL), so a server killed at any point
 restarts with everything that had finished. The server's event loop is the only writer.
@@ -9,7 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,12 @@ CREATE TABLE IF NOT EXISTS idempotency (
 CREATE TABLE IF NOT EXISTS leases (
     id TEXT PRIMARY KEY, account TEXT NOT NULL, api_key TEXT NOT NULL UNIQUE,
     started_at REAL NOT NULL, released_at REAL, release_reason TEXT
+);
+CREATE TABLE IF NOT EXISTS long_lived (
+    sandbox_id TEXT PRIMARY KEY, account TEXT NOT NULL, lease_id TEXT NOT NULL,
+    template TEXT NOT NULL, vcpus INTEGER NOT NULL, memory_gb INTEGER NOT NULL,
+    metadata TEXT NOT NULL, started_at REAL NOT NULL, end_at REAL NOT NULL,
+    ended_at REAL, end_reason TEXT
 );
 CREATE INDEX IF NOT EXISTS sandboxes_status ON sandboxes (status);
 CREATE INDEX IF NOT EXISTS runs_account ON runs (account, seq);
@@ -221,6 +228,36 @@ class Store:
                 for table in ("sandboxes", "idempotency"):
                     self._write(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
                 self._write("DELETE FROM runs WHERE id = ?", (run_id,))
+            self._write("DELETE FROM long_lived WHERE ended_at < ?", (before,))
+
+    # long-lived sandboxes
+
+    def insert_long_lived(self, record: Mapping[str, Any]) -> None:
+        """Record a long-lived sandbox (a row of `long_lived`, by column name)."""
+        names = ", ".join(record)
+        marks = ", ".join("?" for _ in record)
+        self._write(f"INSERT INTO long_lived ({names}) VALUES ({marks})", record.values())
+
+    def long_lived(self, sandbox_id: str, account: str) -> sqlite3.Row | None:
+        """The record of one of the account's long-lived sandboxes."""
+        row: sqlite3.Row | None = self._db.execute(
+            "SELECT * FROM long_lived WHERE sandbox_id = ? AND account = ?", (sandbox_id, account)
+        ).fetchone()
+        return row
+
+    def update_long_lived(self, sandbox_id: str, **fields: Any) -> None:
+        """Set fields of a long-lived sandbox's record."""
+        names = ", ".join(f"{name} = ?" for name in fields)
+        self._write(
+            f"UPDATE long_lived SET {names} WHERE sandbox_id = ?", (*fields.values(), sandbox_id)
+        )
+
+    def end_long_lived(self, reason: str) -> None:
+        """End the record of every long-lived sandbox still open (when the server starts)."""
+        self._write(
+            "UPDATE long_lived SET ended_at = ?, end_reason = ? WHERE ended_at IS NULL",
+            (time.time(), reason),
+        )
 
     # idempotency
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from ._schema import Size
 from ._store import ENDED, STATUSES, Store
 
 _CACHE_BYTES = 64 * 1024**2
@@ -45,6 +46,27 @@ def sandbox_object(row: Any) -> dict[str, Any]:
     }
     if row["result_encoding"]:
         obj["resultEncoding"] = row["result_encoding"]
+    return obj
+
+
+def long_lived_object(row: Any, access: Mapping[str, str] | None) -> dict[str, Any]:
+    """A long-lived sandbox as `/v1/sandboxes` shows it (with `access` while it runs)."""
+    running = row["ended_at"] is None
+    obj: dict[str, Any] = {
+        "sandboxId": row["sandbox_id"],
+        "status": "running" if running else "ended",
+        "template": row["template"],
+        "size": Size(vcpus=row["vcpus"], memoryGb=row["memory_gb"]).wire(),
+        "metadata": json.loads(row["metadata"]),
+        "leaseId": row["lease_id"],
+        "swarmId": None,
+        "startedAt": iso(row["started_at"]),
+        "endAt": iso(row["end_at"]) if running else None,
+        "endedAt": iso(row["ended_at"]),
+        "endReason": row["end_reason"],
+    }
+    if running and access is not None:
+        obj.update(access)
     return obj
 
 

@@ -15,13 +15,13 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from .._app import Keys
-    from .._engine import Engine
+    from ._sandboxes import E2BSandboxes
 
 
-def mount_e2b(app: FastAPI, engine: Engine, keys: Keys) -> None:
-    """Serve the E2B surface from `app` when the e2b package is installed."""
+def mount_e2b(app: FastAPI, sandboxes: E2BSandboxes, keys: Keys) -> None:
+    """Serve the E2B surface of `sandboxes` from `app` when the e2b package is installed."""
     if find_spec("e2b") is None:
         return
     from ._surface import mount
 
-    mount(app, engine, keys)
+    mount(app, sandboxes, keys)

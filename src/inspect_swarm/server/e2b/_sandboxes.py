@@ -1,8 +1,13 @@
-"""E2B sandboxes: the server's isolated sandboxes without a command, alive until killed or
-timed out, booked against the server's memory and ended with their lease."""
+"""Long-lived sandboxes: the server's isolated sandboxes without a command, alive until
+killed or timed out, booked against the server's memory and ended with their lease.
+
+Both the E2B control plane and the Swarms API's `POST /v1/sandboxes` make them (through
+`E2BSandboxes.start`); either way they are used through the E2B sandbox daemon.
+"""
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -13,8 +18,8 @@ import anyio
 from .._cgroups import Limits
 from .._engine import GIB, Engine, _sandbox_id
 from .._isolation import Sandbox, SandboxError
-from .._schema import ApiError
-from .._views import iso
+from .._schema import TEMPLATES, ApiError, Size
+from .._views import iso, long_lived_object
 
 if TYPE_CHECKING:
     from ._process import Command
@@ -22,11 +27,9 @@ if TYPE_CHECKING:
 ENVD_VERSION = "0.5.7"
 """The envd protocol version this server speaks (gates the SDK's features)."""
 ENVD_PORT = 49983
-MEMORY_GB = 1
-"""What one E2B sandbox books and may use (E2B's default template has 512 MiB)."""
-VCPUS = 2
+E2B_SIZE = Size(vcpus=2, memoryGb=1)
+"""What one sandbox made through E2B books and may use (E2B's default template has 512 MiB)."""
 DEFAULT_TIMEOUT = 300
-TEMPLATES = ("base", "python", "code-interpreter")
 
 
 class E2BError(Exception):
@@ -46,6 +49,7 @@ class E2BSandbox:
     account: str
     lease_id: str
     template: str
+    size: Size
     metadata: dict[str, str]
     env: dict[str, str]
     """Variables every process gets (the lease's, E2B's and the create call's)."""
@@ -55,6 +59,8 @@ class E2BSandbox:
     started_at: float
     end_at: float
     scope: anyio.CancelScope
+    end_reason: str | None = None
+    """Why it was ended, when something ended it before its timeout."""
     ended: anyio.Event = field(default_factory=anyio.Event)
     commands: dict[int, Command] = field(default_factory=dict)
 
@@ -77,17 +83,33 @@ class E2BSandbox:
             "clientID": "local",
             "startedAt": iso(self.started_at),
             "endAt": iso(self.end_at),
-            "cpuCount": VCPUS,
-            "memoryMB": MEMORY_GB * 1024,
+            "cpuCount": self.size.vcpus,
+            "memoryMB": self.size.memoryGb * 1024,
             "diskSizeMB": 12 * 1024,
             "state": "running",
             "envdVersion": ENVD_VERSION,
             "metadata": self.metadata,
         }
 
+    def record(self) -> dict[str, Any]:
+        """Its record in the store (a `long_lived` row, while it is alive)."""
+        return {
+            "sandbox_id": self.id,
+            "account": self.account,
+            "lease_id": self.lease_id,
+            "template": self.template,
+            "vcpus": self.size.vcpus,
+            "memory_gb": self.size.memoryGb,
+            "metadata": json.dumps(self.metadata),
+            "started_at": self.started_at,
+            "end_at": self.end_at,
+            "ended_at": None,
+            "end_reason": None,
+        }
+
 
 class E2BSandboxes:
-    """The live E2B sandboxes of one server."""
+    """The live long-lived sandboxes of one server."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -102,33 +124,57 @@ class E2BSandboxes:
         metadata: dict[str, str],
         env: dict[str, str],
     ) -> E2BSandbox:
-        """Boot a sandbox on the account's lease (made if the server is free) that ends
-        `lifetime` seconds from now unless its timeout is set again."""
+        """Boot a sandbox for the E2B control plane, with its errors in E2B's shape."""
         if template not in TEMPLATES:
             raise E2BError(
                 404, f"template {template!r} not found; this server has {', '.join(TEMPLATES)}"
             )
         self._check_timeout(lifetime)
-        engine = self.engine
         try:
-            lease, _ = engine.lease(account)
-            engine.book(MEMORY_GB)
+            return await self.start(account, template, E2B_SIZE, lifetime, metadata, env)
         except ApiError as ex:
             raise E2BError(ex.status, ex.detail) from None
+
+    async def start(
+        self,
+        account: str,
+        template: str,
+        size: Size,
+        lifetime: int,
+        metadata: dict[str, str],
+        env: dict[str, str],
+    ) -> E2BSandbox:
+        """Boot a sandbox on the account's lease (made if the server is free).
+
+        It ends `lifetime` seconds from now unless its timeout is set again. Raises ApiError:
+        `server_busy`, `plan_required`, `memory_full`, `lease_ended` (the lease ended while
+        the sandbox booted) or `boot_failed`.
+        """
+        engine = self.engine
+        lease, _ = engine.lease(account)
+        engine.book(size.memoryGb)
         sandbox_id = _sandbox_id()
         try:
             # a client that gives up mid-boot must not leave a half-made sandbox
             with anyio.CancelScope(shield=True):
-                sandbox = await engine.host.create(sandbox_id, Limits(MEMORY_GB * GIB, VCPUS))
+                sandbox = await engine.host.create(
+                    sandbox_id, Limits(size.memoryGb * GIB, size.vcpus)
+                )
         except (SandboxError, OSError) as ex:
-            engine.unbook(MEMORY_GB)
-            raise E2BError(500, f"sandbox boot failed: {ex}") from None
+            engine.unbook(size.memoryGb)
+            raise ApiError(500, "boot_failed", f"sandbox boot failed: {ex}") from None
+        if engine.store.lease_by_key(lease.api_key) is None:
+            with anyio.CancelScope(shield=True):
+                await sandbox.close()
+            engine.unbook(size.memoryGb)
+            raise ApiError(409, "lease_ended", "the lease ended while the sandbox booted")
         now = time.time()
         box = E2BSandbox(
             id=sandbox_id,
             account=account,
             lease_id=lease.id,
             template=template,
+            size=size,
             metadata=metadata,
             env={
                 **engine.lease_env(lease),
@@ -143,6 +189,7 @@ class E2BSandboxes:
             scope=anyio.CancelScope(deadline=anyio.current_time() + lifetime),
         )
         self._live[sandbox_id] = box
+        engine.store.insert_long_lived(box.record())
         engine.start_soon(self._lifetime, box)
         return box
 
@@ -156,18 +203,51 @@ class E2BSandboxes:
             with box.scope:
                 await anyio.sleep_forever()
         finally:
+            # its own scope caught the cancellation: its deadline passed, unless ended by us
+            caught = "timeout" if box.scope.cancelled_caught else "server stopped"
             with anyio.CancelScope(shield=True):
                 del self._live[box.id]
                 await box.sandbox.close()
-                self.engine.unbook(MEMORY_GB)
+                self.engine.unbook(box.size.memoryGb)
+                self.engine.store.update_long_lived(
+                    box.id, ended_at=time.time(), end_reason=box.end_reason or caught
+                )
                 box.ended.set()
+
+    def live(self, sandbox_id: str, account: str | None = None) -> E2BSandbox | None:
+        """A live sandbox (of `account`, when given)."""
+        box = self._live.get(sandbox_id)
+        if box is None or (account is not None and box.account != account):
+            return None
+        return box
 
     def get(self, sandbox_id: str, account: str | None = None) -> E2BSandbox:
         """A live sandbox (of `account`, when given), else 404."""
-        box = self._live.get(sandbox_id)
-        if box is None or (account is not None and box.account != account):
+        box = self.live(sandbox_id, account)
+        if box is None:
             raise E2BError(404, f"sandbox {sandbox_id!r} not found")
         return box
+
+    def describe(self, box: E2BSandbox) -> dict[str, Any]:
+        """A live sandbox as `/v1/sandboxes` shows it, with what its E2B daemon needs.
+
+        That is the daemon's address (one for every sandbox, routed by `E2b-Sandbox-Id`), its
+        envd version and the sandbox's access token.
+        """
+        access = {
+            "envdUrl": self.engine.url,
+            "envdVersion": ENVD_VERSION,
+            "envdAccessToken": box.token,
+        }
+        return long_lived_object(box.record(), access)
+
+    def lookup(self, sandbox_id: str, account: str) -> dict[str, Any] | None:
+        """The account's sandbox as `/v1/sandboxes` shows it, alive or ended (None if unknown)."""
+        box = self.live(sandbox_id, account)
+        if box is not None:
+            return self.describe(box)
+        row = self.engine.store.long_lived(sandbox_id, account)
+        return None if row is None else long_lived_object(row, None)
 
     def of(self, account: str) -> list[E2BSandbox]:
         """The account's live sandboxes, oldest first."""
@@ -175,7 +255,7 @@ class E2BSandboxes:
 
     async def kill(self, box: E2BSandbox) -> None:
         """End a sandbox and wait until it is gone."""
-        box.scope.cancel()
+        self._end(box, "killed")
         await box.ended.wait()
 
     def set_timeout(self, box: E2BSandbox, timeout: int) -> None:
@@ -183,6 +263,7 @@ class E2BSandboxes:
         self._check_timeout(timeout)
         box.end_at = time.time() + timeout
         box.scope.deadline = anyio.current_time() + timeout
+        self.engine.store.update_long_lived(box.id, end_at=box.end_at)
 
     def holds(self, lease_id: str) -> bool:
         """Whether a sandbox on the lease is alive."""
@@ -192,4 +273,9 @@ class E2BSandboxes:
         """End every sandbox on the lease (their tasks clean up)."""
         for box in self._live.values():
             if box.lease_id == lease_id:
-                box.scope.cancel()
+                self._end(box, reason)
+
+    @staticmethod
+    def _end(box: E2BSandbox, reason: str) -> None:
+        box.end_reason = box.end_reason or reason
+        box.scope.cancel()

@@ -12,17 +12,15 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from .._app import PROVISION, READ, Keys
-from .._engine import Engine
 from ._envd import Envd
 from ._filesystem import FilesystemService, read_files, write_files
 from ._process import ProcessService
 from ._sandboxes import DEFAULT_TIMEOUT, E2BError, E2BSandboxes
 
 
-def mount(app: FastAPI, engine: Engine, keys: Keys) -> None:
+def mount(app: FastAPI, sandboxes: E2BSandboxes, keys: Keys) -> None:
     """Serve the E2B control plane and sandbox daemon from the server's app."""
-    sandboxes = E2BSandboxes(engine)
-    envd = Envd(engine, sandboxes)
+    envd = Envd(sandboxes.engine, sandboxes)
 
     @app.exception_handler(E2BError)
     async def e2b_error(_: Request, ex: E2BError) -> JSONResponse:
