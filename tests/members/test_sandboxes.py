@@ -1,4 +1,4 @@
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,15 +13,36 @@ from inspect_ai.solver import TaskState, chain
 from inspect_ai.tool import Tool, bash, tool
 from inspect_ai.tool._sandbox_tools_utils import sandbox as sandbox_tools
 from inspect_ai.tool._sandbox_tools_utils.sandbox import sandbox_with_injected_tools
-from inspect_ai.util import SandboxEnvironment, sandbox
+from inspect_ai.util import SandboxEnvironment, SandboxEnvironmentSpec, sandbox
 
 from inspect_swarm import filesystem, leaderless, member, shared_memory, swarm
-from inspect_swarm.sandbox import MultidirSandboxEnvironment, multidir
+from inspect_swarm.sandbox import (
+    MultidirSandboxEnvironment,
+    SwarmServerSandboxEnvironment,
+    multidir,
+)
 from inspect_swarm.scripted import scripted_model
 
 from ..runtime.helpers import statuses
 
 ALL_RUN = leaderless(stop_on_submission=False)
+
+Provider = Callable[..., SandboxEnvironmentSpec]
+"""Makes the sample's sandbox spec from environment names (`multidir`, `swarm_server`)."""
+
+
+@pytest.fixture
+def provider() -> Provider:
+    """The provider these tests run on; tests/e2b runs them on `swarm_server` too."""
+    return multidir
+
+
+def env_name(env: SandboxEnvironment) -> str:
+    """The environment's name, on either provider (`sandbox()` gives a proxy)."""
+    try:
+        return env.as_type(SwarmServerSandboxEnvironment).name
+    except TypeError:
+        return env.as_type(MultidirSandboxEnvironment).name
 
 
 @tool
@@ -33,8 +54,7 @@ def environments() -> Tool:
         except ValueError as ex:
             # inspect names the environments it knows in the error
             listed = str(ex).split("Available environments: ")[1].rstrip(".")
-        default = sandbox().as_type(MultidirSandboxEnvironment).name
-        return f"{listed}; default={default}"
+        return f"{listed}; default={env_name(sandbox())}"
 
     return execute
 
@@ -43,8 +63,7 @@ def environments() -> Tool:
 def injected() -> Tool:
     async def execute() -> str:
         """Name the environment a tool that injects the sandbox tools without a name gets."""
-        env = await sandbox_with_injected_tools()
-        return env.as_type(MultidirSandboxEnvironment).name
+        return env_name(await sandbox_with_injected_tools())
 
     return execute
 
@@ -71,6 +90,7 @@ def run_envs(
     script: dict[str, Any],
     tmp_path: Path,
     envs: tuple[str, ...],
+    provider: Provider,
     scorer: Scorer | None = None,
 ) -> EvalSample:
     [log] = eval(
@@ -78,7 +98,7 @@ def run_envs(
             dataset=[Sample(input="Leave 42 in answer.txt.", target="42")],
             solver=solver,
             scorer=scorer,
-            sandbox=multidir(*envs),
+            sandbox=provider(*envs),
         ),
         model=scripted_model({"members": script}),
         log_dir=str(tmp_path),
@@ -113,12 +133,15 @@ AGENTS = member(
 )
 
 
-def test_a_member_sees_only_its_own_sandbox_and_its_services(backend: str, tmp_path: Path) -> None:
+def test_a_member_sees_only_its_own_sandbox_and_its_services(
+    backend: str, tmp_path: Path, provider: Provider
+) -> None:
     sample = run_envs(
         swarm(AGENTS, controller=ALL_RUN, channels=[]),
         {"*": [{"tool": "environments"}, {"submit": "42"}]},
         tmp_path,
         ("default", "agent-1", "agent-2", "comparator"),
+        provider,
     )
     assert tool_results(sample, "environments") == {
         "agent-1": "agent-1, comparator; default=agent-1",
@@ -131,7 +154,7 @@ def test_a_member_sees_only_its_own_sandbox_and_its_services(backend: str, tmp_p
     ]
 
 
-def test_a_members_files_are_its_own(backend: str, tmp_path: Path) -> None:
+def test_a_members_files_are_its_own(backend: str, tmp_path: Path, provider: Provider) -> None:
     sample = run_envs(
         swarm(AGENTS, controller=ALL_RUN, channels=[]),
         {
@@ -144,6 +167,7 @@ def test_a_members_files_are_its_own(backend: str, tmp_path: Path) -> None:
         },
         tmp_path,
         ("default", "agent-1", "agent-2", "comparator"),
+        provider,
     )
     assert "missing" in tool_results(sample, "bash")["agent-2"]
     assert sample.error is None
@@ -167,7 +191,9 @@ def tests_script() -> Iterator[None]:
 
 
 @pytest.mark.usefixtures("tests_script")
-def test_the_spec_tests_pass_scorer_grades_each_members_sandbox(tmp_path: Path) -> None:
+def test_the_spec_tests_pass_scorer_grades_each_members_sandbox(
+    tmp_path: Path, provider: Provider
+) -> None:
     sample = run_envs(
         swarm(
             member(react, {"tools": [bash()]}, name="agent", count=2, sandbox="{member}"),
@@ -180,6 +206,7 @@ def test_the_spec_tests_pass_scorer_grades_each_members_sandbox(tmp_path: Path) 
         },
         tmp_path,
         ("default", "agent-1", "agent-2"),
+        provider,
         scorer=tests_pass(),
     )
     assert sample.scores is not None
@@ -188,12 +215,15 @@ def test_the_spec_tests_pass_scorer_grades_each_members_sandbox(tmp_path: Path) 
     assert score.metadata == {"passed": ["agent-2"]}
 
 
-def test_the_preamble_says_the_member_has_its_own_sandbox(tmp_path: Path) -> None:
+def test_the_preamble_says_the_member_has_its_own_sandbox(
+    tmp_path: Path, provider: Provider
+) -> None:
     sample = run_envs(
         swarm(member(react, name="agent", count=2, sandbox="{member}"), channels=[]),
         {"*": [{"submit": "42"}]},
         tmp_path,
         ("agent-1", "agent-2"),
+        provider,
     )
     inputs = [
         sample.attachments.get(text.removeprefix("attachment://"), text)
@@ -263,12 +293,12 @@ def test_injecting_tools_pick_the_members_own_sandbox(tmp_path: Path) -> None:
     assert tool_results(sample, "injected") == {"agent": "agent"}
 
 
-def test_environments_are_checked_when_the_swarm_starts(tmp_path: Path) -> None:
+def test_environments_are_checked_when_the_swarm_starts(tmp_path: Path, provider: Provider) -> None:
     [log] = eval(
         Task(
             dataset=[Sample(input="x")],
             solver=swarm(AGENTS, channels=[]),
-            sandbox=multidir("default", "agent-1"),
+            sandbox=provider("default", "agent-1"),
         ),
         model=scripted_model({"members": {"*": [{"submit": "42"}]}}),
         log_dir=str(tmp_path),
