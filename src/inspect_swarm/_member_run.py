@@ -281,7 +281,8 @@ async def _execute(run: "SwarmRun", m: MemberRun, messages: list[ChatMessage]) -
                     m.status = f"member_limit:{limit}"
                     # a time limit cancels the agent, so its calls in flight are unknown
                     m.cancelled = limit == "time"
-                elif state.output.stop_reason in UNSUBMITTED_STOP_REASONS:
+                # an output with no choices (a CLI that made no call) is still a normal return
+                elif state.output.choices and state.output.stop_reason in UNSUBMITTED_STOP_REASONS:
                     m.status = "unsubmitted"
                 else:
                     m.status = "submitted"
