@@ -208,6 +208,16 @@ class MemberOutcome:
     background_cancelled: int = 0
 
 
+@dataclass(frozen=True)
+class _Uncharged:
+    """A completed call the usage hook has not charged yet, and whose meter it would charge."""
+
+    model: str
+    usage: ModelUsage
+    meter: Meter | None
+    suspended: bool
+
+
 # costs this close to zero are rounding, not usage
 _COST_EPSILON = 1e-9
 
@@ -241,6 +251,10 @@ class SwarmMeter:
         # usage objects of completed calls not priced yet when observed: inspect sets the cost on
         # the same object after notifying subscribers, so they are counted when the ledger is made
         self._cost_pending: list[tuple[str | None, ModelUsage]] = []
+        # completed calls by the id of their usage object, which the usage hook is given, until
+        # the hook charges them: inspect raises a token or cost limit error before the hook, so
+        # the call that reaches a limit is charged only when the ledger is made
+        self._uncharged: dict[int, _Uncharged] = {}
 
     @property
     def caps(self) -> Caps:
@@ -277,16 +291,9 @@ class SwarmMeter:
         """
         if cached:
             return None
-        cost = usage.total_cost if usage.total_cost is not None else _price(model, usage)
-        if cost is None:
-            self._unpriced_recorded += 1
-        elif usage.total_cost is None:
-            usage = usage.model_copy(update={"total_cost": cost})
-        suspended = token_limit_tree.is_suspended()
+        self._uncharged.pop(id(usage), None)
         member = current_member()
-        for meter in (self._swarm, self._meter_of(member)):
-            if meter is not None:
-                _record(meter, usage, cost, suspended)
+        self._record_call(model, usage, self._meter_of(member), token_limit_tree.is_suspended())
         return self._verdict(member)
 
     def observe(self, event: ModelEvent) -> None:
@@ -300,8 +307,12 @@ class SwarmMeter:
         for calls in (self._calls, self._member_calls.get(member or "")):
             if calls is not None:
                 _count(calls, event, usage)
-        if event.error is None and event.cache != "read" and usage and usage.total_cost is None:
-            self._cost_pending.append((member, usage))
+        if event.error is None and event.cache != "read" and usage:
+            if usage.total_cost is None:
+                self._cost_pending.append((member, usage))
+            self._uncharged[id(usage)] = _Uncharged(
+                event.model, usage, self._meter_of(member), token_limit_tree.is_suspended()
+            )
 
     def used(self, kind: CapKind) -> float:
         """What the whole swarm has used of a kind: dollars, or tokens as the token cap meters."""
@@ -331,6 +342,7 @@ class SwarmMeter:
         elapsed: float,
     ) -> SwarmLedger:
         """The ledger of the swarm's run. Synchronous, so it can be made on every path."""
+        self._settle()
         outcomes = {m.name: m for m in members}
         unpriced = [member for member, usage in self._cost_pending if usage.total_cost is None]
         calls = self._calls.model_copy(update={"unpriced": len(unpriced)})
@@ -380,6 +392,26 @@ class SwarmMeter:
             total_complete=total_complete,
             attribution_complete=total_complete and _is_zero(unattributed),
         )
+
+    def _record_call(
+        self, model: str, usage: ModelUsage, meter: Meter | None, suspended: bool
+    ) -> None:
+        """Record a completed call in the swarm's meter and in `meter` (its member's or phase's)."""
+        cost = usage.total_cost if usage.total_cost is not None else _price(model, usage)
+        if cost is None:
+            self._unpriced_recorded += 1
+        elif usage.total_cost is None:
+            usage = usage.model_copy(update={"total_cost": cost})
+        for recorded in (self._swarm, meter):
+            if recorded is not None:
+                _record(recorded, usage, cost, suspended)
+
+    def _settle(self) -> None:
+        """Charge the completed calls the usage hook never charged, such as each call that
+        reached a token or cost limit."""
+        for call in self._uncharged.values():
+            self._record_call(call.model, call.usage, call.meter, call.suspended)
+        self._uncharged.clear()
 
     def _meter_of(self, member: str | None) -> Meter | None:
         if member is not None:

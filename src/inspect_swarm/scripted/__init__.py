@@ -3,8 +3,9 @@
 The model `scripted/<name>` returns, for each member of a swarm, the steps its
 script lists, in order: tool calls such as `submit`, text, stop reasons, delays and
 errors, with fixed token usage and a price. Each (sample, epoch, member) has its own
-step counter, so a run is deterministic per member whatever the interleaving, and
-nothing reaches the network.
+step counter, and so does each run of a member's nested loop that the script routes
+(`member/loop`, such as `deep/general` for a deepagent's background subagents), so a run
+is deterministic whatever the interleaving, and nothing reaches the network.
 
 From the command line: `inspect eval task.py --model scripted/demo -M script=script.yaml`.
 From Python: `eval(task, model=scripted_model({"members": {"*": [{"submit": "42"}]}}))`.

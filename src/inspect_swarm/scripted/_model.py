@@ -2,11 +2,14 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Iterable
 from types import EllipsisType
-from typing import Any
+from typing import Any, TypeAlias
 from weakref import WeakKeyDictionary
 
 import anyio
+from inspect_ai.event import Event, SpanBeginEvent
+from inspect_ai.log import transcript
 from inspect_ai.log._samples import ActiveSample, sample_active
 from inspect_ai.model import (
     ChatCompletionChoice,
@@ -25,9 +28,11 @@ from inspect_ai.model import (
     set_model_info,
 )
 from inspect_ai.tool import ToolCall, ToolChoice, ToolInfo
+from inspect_ai.util._span import current_agent_span_id
 
-from .._context import current_member
+from .._context import current_member, current_swarm
 from ._script import (
+    LOOP_SEPARATOR,
     MAIN,
     ScriptPrice,
     ScriptSource,
@@ -38,6 +43,9 @@ from ._script import (
 )
 
 API_NAME = "scripted"
+
+_Counter: TypeAlias = tuple[str, str | None]
+"""A step counter: the route (a member, or `member/loop`) and the run of the loop (span id)."""
 
 # inspect's default (10) would queue members behind each other and stretch scripted delays
 _MAX_CONNECTIONS = 100_000
@@ -72,10 +80,13 @@ class ScriptedModelAPI(ModelAPI):
                 "-M script=<file.yaml> or use scripted_model(script)."
             )
         self.script = load_script(script)
-        # step counters per active sample (so per epoch) and member; outside every sample,
-        # one set of counters for the model
-        self._counters: WeakKeyDictionary[ActiveSample, dict[str, int]] = WeakKeyDictionary()
-        self._unbound_counters: dict[str, int] = {}
+        # step counters per active sample (so per epoch) and route: a member, or one run (span
+        # id) of a member's nested loop; outside every sample, one set of counters for the model
+        self._counters: WeakKeyDictionary[ActiveSample, dict[_Counter, int]] = WeakKeyDictionary()
+        self._unbound_counters: dict[_Counter, int] = {}
+        # nested loops are looked up only for a script that routes them
+        self._routes_loops = self.script.routes_loops()
+        self._loop_names: dict[str, str | None] = {}
         _register_price(f"{API_NAME}/{model_name}", self.script.price)
 
     async def generate(
@@ -87,13 +98,16 @@ class ScriptedModelAPI(ModelAPI):
     ) -> tuple[ModelOutput, ModelCall]:
         active = sample_active()
         member = current_member() or MAIN
-        number, step = self._next_step(active, member)
+        sample_id = None if active is None else str(active.sample.id)
+        counter = self._route(member, sample_id)
+        number, step = self._next_step(active, counter, sample_id)
         if step.delay > 0:
             await anyio.sleep(step.delay)
         if step.error is not None:
             raise ScriptError(step.error)
         request = {
             "member": member,
+            "route": counter[0],
             "sample": None if active is None else active.sample.id,
             "epoch": None if active is None else active.epoch,
             "step": number,
@@ -109,22 +123,51 @@ class ScriptedModelAPI(ModelAPI):
     def max_connections(self) -> int:
         return _MAX_CONNECTIONS
 
-    def _next_step(self, active: ActiveSample | None, member: str) -> tuple[int, Step]:
+    def _route(self, member: str, sample_id: str | None) -> _Counter:
+        """The counter of a call: its member's, or, when the script routes the member's nested
+        loop that makes it (`member/loop`), that run of the loop's."""
+        if not self._routes_loops or member == MAIN:
+            return member, None
+        loop = current_agent_span_id()
+        swarm = current_swarm()
+        if loop is None or swarm is None or loop == swarm.member_span_id(member):
+            return member, None
+        name = self._loop_name(loop)
+        if name is None:
+            return member, None
+        route = f"{member}{LOOP_SEPARATOR}{name}"
+        if self.script.steps_for(route, sample_id) is None:
+            return member, None
+        return route, loop
+
+    def _loop_name(self, span_id: str) -> str | None:
+        """The name of the agent span `span_id`, found once in the transcript."""
+        if span_id not in self._loop_names:
+            history = transcript().history
+            found = _span_name(reversed(history.resident_events), span_id)
+            if found is None and history.resident_events_truncated:
+                found = _span_name(transcript().events, span_id)
+            self._loop_names[span_id] = found
+        return self._loop_names[span_id]
+
+    def _next_step(
+        self, active: ActiveSample | None, counter: _Counter, sample_id: str | None
+    ) -> tuple[int, Step]:
         counters = (
             self._unbound_counters if active is None else self._counters.setdefault(active, {})
         )
-        number = counters.get(member, 0) + 1
-        counters[member] = number
-        sample_id = None if active is None else str(active.sample.id)
-        steps = self.script.steps_for(member, sample_id)
+        number = counters.get(counter, 0) + 1
+        counters[counter] = number
+        name = counter[0]
+        steps = self.script.steps_for(name, sample_id)
         if steps is not None and number <= len(steps):
             return number, steps[number - 1]
         if self.script.then is not None:
             return number, self.script.then
-        raise ScriptError(self._no_step_message(member, active, steps))
+        raise ScriptError(self._no_step_message(name, active, steps))
 
     def _no_step_message(
-        self, member: str, active: ActiveSample | None, steps: list[Step] | None
+        self, name: str, active: ActiveSample | None, steps: list[Step] | None
     ) -> str:
         where = (
             "outside any sample"
@@ -134,11 +177,12 @@ class ScriptedModelAPI(ModelAPI):
         if steps is None:
             return (
                 f"The script of {API_NAME}/{self.model_name} has no steps for member "
-                f"{member!r} {where}: add a `members` pattern that matches {member!r}, "
+                f"{name!r} {where}: add a `members` pattern that matches {name!r}, "
                 "or a `then:` step."
             )
+        who = f"A run of loop {name!r}" if LOOP_SEPARATOR in name else f"Member {name!r}"
         return (
-            f"Member {member!r} {where} ran out of the {len(steps)} steps the script of "
+            f"{who} {where} ran out of the {len(steps)} steps the script of "
             f"{API_NAME}/{self.model_name} gives it: add steps, or a `then:` step."
         )
 
@@ -156,6 +200,13 @@ class ScriptedModelAPI(ModelAPI):
             choices=[ChatCompletionChoice(message=message, stop_reason=stop_reason)],
             usage=_usage(self.script.usage, step.usage),
         )
+
+
+def _span_name(events: Iterable[Event], span_id: str) -> str | None:
+    for event in events:
+        if isinstance(event, SpanBeginEvent) and event.id == span_id:
+            return event.name
+    return None
 
 
 def _tool_calls(step: Step) -> list[ToolCall]:

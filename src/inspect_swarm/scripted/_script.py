@@ -23,6 +23,9 @@ from pydantic import (
 MAIN = "main"
 """The name a caller outside every swarm member is routed by."""
 
+LOOP_SEPARATOR = "/"
+"""Joins a member's name and the name of its nested loop in a route (`deep/general`)."""
+
 _CONFIG = ConfigDict(extra="forbid", frozen=True, coerce_numbers_to_str=True)
 
 
@@ -137,7 +140,8 @@ class Script(BaseModel):
     model_config = _CONFIG
 
     members: dict[str, Steps] = Field(default_factory=dict)
-    """Steps by member name pattern (fnmatch); an exact name wins over patterns."""
+    """Steps by member name pattern (fnmatch), or by `member/loop` pattern for the calls of a
+    member's nested loops; an exact name wins over patterns."""
 
     samples: dict[str, dict[str, Steps]] = Field(default_factory=dict)
     """Steps by sample id, then member pattern; tried before `members`."""
@@ -166,18 +170,28 @@ class Script(BaseModel):
             return {str(key): steps for key, steps in value.items()}
         return value
 
-    def steps_for(self, member: str, sample_id: str | None) -> Steps | None:
-        """The steps of a member in a sample, or None when no pattern matches it."""
+    def steps_for(self, name: str, sample_id: str | None) -> Steps | None:
+        """The steps of a member, or of a member's nested loop (`member/loop`), in a sample, or
+        None when no pattern matches it.
+
+        A pattern with a `/` matches only loop names, and one without only member names.
+        """
         tables = [self.members]
         if sample_id is not None and sample_id in self.samples:
             tables.insert(0, self.samples[sample_id])
+        nested = LOOP_SEPARATOR in name
         for table in tables:
-            if member in table:
-                return table[member]
+            if name in table:
+                return table[name]
             for pattern, steps in table.items():
-                if fnmatchcase(member, pattern):
+                if (LOOP_SEPARATOR in pattern) == nested and fnmatchcase(name, pattern):
                     return steps
         return None
+
+    def routes_loops(self) -> bool:
+        """Whether any pattern routes the calls of members' nested loops (`member/loop`)."""
+        tables = [self.members, *self.samples.values()]
+        return any(LOOP_SEPARATOR in pattern for table in tables for pattern in table)
 
 
 ScriptSource: TypeAlias = Script | Mapping[str, Any] | Sequence[Any] | str | PathLike[str]
