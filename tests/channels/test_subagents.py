@@ -224,6 +224,30 @@ def test_a_member_waits_for_its_background_subagent(backend: str, tmp_path: Path
     assert d["idle_time"] == 0.0
 
 
+def test_a_member_waiting_in_its_own_loop_and_its_background_subagent_is_waiting(
+    backend: str, tmp_path: Path
+) -> None:
+    # the only member: once both of its loops wait, every member is waiting
+    wait = {"tool": "swarm_wait", "arguments": {"timeout": 60}}
+    sample = run_swarm(
+        swarm(member(deep, {"background": True}, name="d"), channels=[shared_memory()]),
+        {
+            "d": [
+                dispatch("Wait for news.", background=True),
+                wait,
+                agent_wait("AGENT-1"),
+                {"submit": "42"},
+            ],
+            "d/general": [wait, {"submit": "done"}],
+        },
+        tmp_path,
+    )
+    assert statuses(sample) == {"d": "submitted"}
+    [own], [sub] = agent_spans(sample, "d"), agent_spans(sample, "general")
+    waits = {(w["loop"], w["nested"], w["outcome"]) for w in evidence(sample, "waited")}
+    assert waits == {(own, False, "all_waiting"), (sub, True, "all_waiting")}
+
+
 def test_a_subagent_wait_counts_in_wait_time_but_not_idle_time(
     backend: str, tmp_path: Path
 ) -> None:

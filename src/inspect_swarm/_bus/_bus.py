@@ -127,7 +127,7 @@ class Bus:
         self._waits_numbered = 0
         self._notices_numbered = 0
         self._pending: dict[str, _Wait] = {}
-        self._own_waits: Counter[str] = Counter()
+        self._waits: Counter[str] = Counter()  # waits in progress by member, from any loop
         self._ended: list[tuple[str, str | None]] = []
         self._own_loops: dict[str, str | None] = {}
         self._continued: set[str] = set()
@@ -419,8 +419,7 @@ class Bus:
         """Block until the wait is released or `deadline` (anyio's clock); its idle seconds."""
         spec = wait.spec
         idle = 0.0
-        if spec.own:
-            self._own_waits[spec.member] += 1
+        self._waits[spec.member] += 1
         try:
             self._check_all_waiting()
             while True:
@@ -441,8 +440,7 @@ class Bus:
                 if busy:
                     self._check_all_waiting()
         finally:
-            if spec.own:
-                self._own_waits[spec.member] -= 1
+            self._waits[spec.member] -= 1
 
     def _waiting_states(self) -> Iterator[WaitingState]:
         for opened in self._channels.values():
@@ -491,7 +489,9 @@ class Bus:
         state = self._host.member_state(name)
         if state != "running":
             return True
-        return self._own_waits[name] > 0 and self._host.background_running(name) == 0
+        # every line of its work waits: its own loop (or a synchronous subagent of it), and
+        # each running background task, each of which can be in one wait at a time
+        return self._waits[name] > self._host.background_running(name)
 
     def _check_all_waiting(self) -> None:
         if self._pending and all(self._member_waiting(m.name) for m in self._roster):
