@@ -20,9 +20,8 @@ from inspect_ai.util import token_limit
 from inspect_swarm import Budget, member, shared_memory, swarm, swarm_on_continue, swarm_tools
 
 from ..runtime.helpers import ALL_RUN, infos, ledger_member, metrics_member, run_log, statuses
-from .test_swarm_board import WAIT, board_member, sm
+from .members import WAIT, F, board_member, sm
 
-F = "/shared_memory"
 PLAN = f"{F}/plan"
 SUBAGENT_TOOLS = {"shared_memory", "swarm_wait"}
 

@@ -29,23 +29,7 @@ from ..runtime.helpers import (
     run_log,
     statuses,
 )
-
-F = "/shared_memory"
-
-
-def sm(**arguments: Any) -> dict[str, Any]:
-    return {"tool": "shared_memory", "arguments": arguments}
-
-
-WAIT: dict[str, Any] = {"tool": "swarm_wait", "arguments": {}}
-
-
-@agent
-def board_member(hook: str = "default") -> Agent:
-    """A react member with the swarm's tools and notices."""
-    if hook == "none":
-        return react(tools=[swarm_tools()])
-    return react(tools=[swarm_tools()], on_continue=swarm_on_continue())
+from .members import WAIT, F, board_member, sm
 
 
 def board_swarm(**board: Any) -> Agent:
