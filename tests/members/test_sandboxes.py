@@ -15,7 +15,7 @@ from inspect_ai.tool._sandbox_tools_utils import sandbox as sandbox_tools
 from inspect_ai.tool._sandbox_tools_utils.sandbox import sandbox_with_injected_tools
 from inspect_ai.util import SandboxEnvironment, SandboxEnvironmentSpec, sandbox
 
-from inspect_swarm import filesystem, leaderless, member, shared_memory, swarm
+from inspect_swarm import filesystem, member, shared_memory, swarm
 from inspect_swarm.sandbox import (
     MultidirSandboxEnvironment,
     SwarmServerSandboxEnvironment,
@@ -23,9 +23,7 @@ from inspect_swarm.sandbox import (
 )
 from inspect_swarm.scripted import scripted_model
 
-from ..runtime.helpers import statuses
-
-ALL_RUN = leaderless(stop_on_submission=False)
+from ..runtime.helpers import ALL_RUN, statuses
 
 Provider = Callable[..., SandboxEnvironmentSpec]
 """Makes the sample's sandbox spec from environment names (`multidir`, `swarm_server`)."""

@@ -9,10 +9,10 @@ from inspect_ai.log import EvalSample
 from inspect_ai.solver import Generate, Solver, TaskState, chain, solver
 from inspect_ai.tool import Tool, memory
 
-from inspect_swarm import leaderless, member, swarm
+from inspect_swarm import member, swarm
 from inspect_swarm.scripted import scripted_model
 
-ALL_RUN = leaderless(stop_on_submission=False)
+from ..runtime.helpers import ALL_RUN
 
 WRITE = {
     "tool": "memory",

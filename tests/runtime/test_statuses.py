@@ -4,12 +4,11 @@ import anyio
 from inspect_ai.agent import Agent, AgentState, agent, react
 from inspect_ai.util import LimitExceededError, token_limit
 
-from inspect_swarm import leaderless, member, swarm
+from inspect_swarm import member, swarm
 
-from .helpers import result, run, statuses
+from .helpers import ALL_RUN, result, run, statuses
 
 SLOW = [{"text": "still working", "delay": 0.2}]
-ALL_RUN = leaderless(stop_on_submission=False)
 
 
 @agent
