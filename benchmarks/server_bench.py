@@ -4,7 +4,9 @@
 
 1. Sandbox boot p50/p95 (create + first answer of PID 1, then removal), on the sandbox layer.
 2. N no-op sandboxes through a real server at its maximum concurrency, against N plain
-   subprocesses (`/bin/sh -c true`) started at the same concurrency (target: at most 3x).
+   subprocesses (`/bin/sh -c true`) started at the same concurrency (target: at most 3x),
+   with the machine's CPU time per sandbox and per subprocess (from /proc/stat, so counting
+   whatever else runs meanwhile, and the kernel's deferred work for a moment after).
 3. API latency p99 under 50 concurrent clients polling GET /api/swarms/{id} of a run of 10
    sandboxes, then of the N no-op sandboxes, every 0.5 s
    (`--poll-interval`; the SDKs poll every 3 s), each on its own keep-alive connection
@@ -14,6 +16,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -30,6 +33,23 @@ from tests.server.conftest import KEY, start_server
 
 from inspect_swarm.server._cgroups import Limits
 from inspect_swarm.server._isolation import IsolationConfig, SandboxHost
+
+_SETTLE_SECONDS = 0.3
+"""How long after a batch its deferred kernel work (such as freeing namespaces) is counted."""
+
+
+def machine_cpu() -> float:
+    """Seconds of CPU the whole machine has used (busy time of every core, from /proc/stat)."""
+    with open("/proc/stat") as stat:
+        fields = [int(value) for value in stat.readline().split()[1:8]]
+    idle = fields[3] + fields[4]
+    return (sum(fields) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_after(start: float) -> float:
+    """The machine's CPU seconds since `start`, counting deferred work for a moment."""
+    time.sleep(_SETTLE_SECONDS)
+    return machine_cpu() - start
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -151,12 +171,20 @@ def main() -> None:
         )
         server = start_server(Path(tmp) / "state", "--memory-gib", str(args.memory_gib))
         try:
+            start = machine_cpu()
             swarm_time, concurrency, big = swarm_of_noops(server.url, args.sandboxes)
+            swarm_cpu = cpu_after(start) / args.sandboxes
+            start = machine_cpu()
             plain = anyio.run(plain_subprocesses, args.sandboxes, concurrency)
+            plain_cpu = cpu_after(start) / args.sandboxes
             print(
                 f"{args.sandboxes} no-op sandboxes at concurrency {concurrency}: "
                 f"{swarm_time:.2f} s; {args.sandboxes} plain subprocesses: {plain:.2f} s; "
                 f"ratio {swarm_time / plain:.1f}x (target <= 3x)"
+            )
+            print(
+                f"machine CPU per sandbox {swarm_cpu * 1000:.1f} ms, per plain subprocess "
+                f"{plain_cpu * 1000:.1f} ms: {swarm_cpu / plain_cpu:.1f}x"
             )
             with httpx.Client(
                 base_url=server.url, headers={"Authorization": f"Bearer {KEY}"}

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import time
 from pathlib import Path
+
+import anyio
+import pytest
+
+from inspect_swarm.server._engine import Engine, Settings
+from inspect_swarm.server._isolation import IsolationConfig, SandboxHost
+from inspect_swarm.server._store import Store
 
 from .conftest import Server, needs_namespaces, start_server, wait_for, wait_until
 
@@ -206,3 +214,21 @@ def test_isolation(server: Server, tmp_path: Path) -> None:
         assert int(lines[4]) < 10  # own PID namespace
     assert not list(Path("/usr/local").glob("x-*"))  # the host's root is untouched
     assert json.dumps(done).count("host-secret") == 0
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_collections_skip_what_the_server_made_at_startup(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    # a full collection of the ~200k objects of a started server would stall every request
+    store = Store(tmp_path / "swarm.db")
+    engine = Engine(store, SandboxHost(IsolationConfig(tmp_path, "process")), Settings(2))
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(engine.serve)
+            assert gc.get_freeze_count() > 0
+            tg.cancel_scope.cancel()
+    finally:
+        gc.unfreeze()
+        store.close()

@@ -3,6 +3,11 @@
 PID 1 need not be systemd, so the server manages cgroups directly: one child cgroup per
 sandbox below the server's own cgroup (per controller on v1). Out-of-memory is judged by the
 kernel's `oom_kill` counter, not by exit code 137, which a program can return on its own.
+
+Making and removing a cgroup costs the server about a millisecond per sandbox (more under
+load: a v1 memory cgroup is the slowest), so a sandbox's cgroups are kept once it has ended
+and emptied, and the next sandbox gets them with its own limits written and the `oom_kill`
+counter read afresh. At most as many are kept as ever ran at once.
 """
 
 from __future__ import annotations
@@ -50,6 +55,10 @@ class Cgroups:
     def __init__(self, mode: CgroupMode, bases: dict[str, Path]) -> None:
         self.mode: CgroupMode = mode
         self._bases = bases
+        self._idle: dict[Limits, list[SandboxCgroup]] = {}
+        """Emptied cgroups of ended sandboxes, for the next ones of the same size (a lower
+        memory limit would have the kernel reclaim what the last one left, at once)."""
+        self._made = 0
 
     @classmethod
     def detect(cls, name: str = "inspect-swarm") -> Cgroups:
@@ -68,8 +77,9 @@ class Cgroups:
             return cls("v1", bases)
         return cls("none", {})
 
-    def leftovers(self) -> list[SandboxCgroup]:
-        """The sandbox cgroups that exist under this server's base."""
+    def remove_all(self) -> None:
+        """Kill and remove every sandbox cgroup under this server's base (an earlier run's too)."""
+        self._idle.clear()
         names = {
             path.name
             for base in self._bases.values()
@@ -77,27 +87,48 @@ class Cgroups:
             for path in base.iterdir()
             if path.is_dir()
         }
-        return [
-            SandboxCgroup(self.mode, {c: base / name for c, base in self._bases.items()})
-            for name in sorted(names)
-        ]
+        for name in sorted(names):
+            group = SandboxCgroup(self.mode, {c: base / name for c, base in self._bases.items()})
+            group.kill_all()
+            group.remove()
 
     def remove_base(self) -> None:
-        """Remove this server's (empty) base cgroups when it stops."""
+        """Remove this server's idle cgroups and (empty) base cgroups when it stops."""
+        for idle in self._idle.values():
+            for group in idle:
+                group.remove()
+        self._idle.clear()
         for base in self._bases.values():
             with contextlib.suppress(OSError):
                 base.rmdir()
 
-    def create(self, sandbox_id: str, limits: Limits) -> SandboxCgroup:
-        """Make the cgroups of one sandbox with its limits set."""
+    def create(self, limits: Limits) -> SandboxCgroup:
+        """The cgroups of one sandbox (an idle one's, or new ones) with its limits set."""
         if self.mode == "none":
             return SandboxCgroup("none", {})
-        dirs = {controller: base / sandbox_id for controller, base in self._bases.items()}
+        while idle := self._idle.get(limits):
+            group = idle.pop()
+            try:
+                group.apply(limits)
+                return group
+            except OSError:  # removed or broken since: make new ones
+                group.remove()
+        self._made += 1
+        dirs = {c: base / f"sandbox-{self._made}" for c, base in self._bases.items()}
         for path in dirs.values():
             path.mkdir(exist_ok=True)
         group = SandboxCgroup(self.mode, dirs)
         group.apply(limits)
         return group
+
+    def recycle(self, group: SandboxCgroup) -> bool:
+        """Keep an ended sandbox's cgroups for the next one, if empty (else False)."""
+        if group.mode == "none":
+            return True
+        if group.pids() or group.limits is None:
+            return False
+        self._idle.setdefault(group.limits, []).append(group)
+        return True
 
 
 def _controllers(path: Path) -> list[str]:
@@ -126,6 +157,9 @@ class SandboxCgroup:
     def __init__(self, mode: CgroupMode, dirs: dict[str, Path]) -> None:
         self.mode: CgroupMode = mode
         self._dirs = dirs
+        self._oom_kills_before = 0
+        """The `oom_kill` counter when the cgroup was given to its sandbox."""
+        self.limits: Limits | None = None
 
     @property
     def procs_files(self) -> list[Path]:
@@ -136,34 +170,49 @@ class SandboxCgroup:
         return self._dirs["" if self.mode == "v2" else controller] / name
 
     def apply(self, limits: Limits) -> None:
-        """Write the memory, pids and cpu limits."""
-        quota = limits.vcpus * _CPU_PERIOD_US
+        """Write the memory, pids and cpu limits (and start counting OOM kills from here)."""
+        self._oom_kills_before = self._oom_kill_counter()
+        quota = f"{limits.vcpus * _CPU_PERIOD_US}"
         if self.mode == "v2":
-            d = self._dirs[""]
-            (d / "memory.max").write_text(str(limits.memory_bytes))
-            with contextlib.suppress(OSError):
-                (d / "memory.swap.max").write_text("0")
-            (d / "pids.max").write_text(str(limits.pids))
-            with contextlib.suppress(OSError):
-                (d / "cpu.max").write_text(f"{quota} {_CPU_PERIOD_US}")
+            writes = [
+                ("memory", "memory.max", f"{limits.memory_bytes}", True),
+                ("memory", "memory.swap.max", "0", False),
+                ("pids", "pids.max", f"{limits.pids}", True),
+                ("cpu", "cpu.max", f"{quota} {_CPU_PERIOD_US}", False),
+            ]
         elif self.mode == "v1":
-            self._file("memory", "memory.limit_in_bytes").write_text(str(limits.memory_bytes))
-            with contextlib.suppress(OSError):
-                self._file("memory", "memory.memsw.limit_in_bytes").write_text(
-                    str(limits.memory_bytes)
-                )
-            self._file("pids", "pids.max").write_text(str(limits.pids))
-            with contextlib.suppress(OSError):
-                self._file("cpu", "cpu.cfs_period_us").write_text(str(_CPU_PERIOD_US))
-                self._file("cpu", "cpu.cfs_quota_us").write_text(str(quota))
+            # memory+swap may never be under memory alone: raise it first, lower it last
+            memory = [
+                ("memory", "memory.memsw.limit_in_bytes", "-1", False),
+                ("memory", "memory.limit_in_bytes", f"{limits.memory_bytes}", True),
+                ("memory", "memory.memsw.limit_in_bytes", f"{limits.memory_bytes}", False),
+            ]
+            writes = [
+                *memory,
+                ("pids", "pids.max", f"{limits.pids}", True),
+                ("cpu", "cpu.cfs_period_us", f"{_CPU_PERIOD_US}", False),
+                ("cpu", "cpu.cfs_quota_us", quota, False),
+            ]
+        else:
+            writes = []
+        for controller, name, value, required in writes:
+            try:
+                _write(self._file(controller, name), value)
+            except OSError:
+                if required:
+                    raise
+        self.limits = limits
 
     def oom_kills(self) -> int:
         """How many processes the kernel killed for memory in this sandbox."""
+        return self._oom_kill_counter() - self._oom_kills_before
+
+    def _oom_kill_counter(self) -> int:
         if self.mode == "none":
             return 0
         name = "memory.events" if self.mode == "v2" else "memory.oom_control"
         try:
-            text = self._file("memory", name).read_text()
+            text = _read(self._file("memory", name))
         except OSError:
             return 0
         for line in text.splitlines():
@@ -177,14 +226,14 @@ class SandboxCgroup:
         found: set[int] = set()
         for path in self.procs_files:
             with contextlib.suppress(OSError):
-                found.update(int(p) for p in path.read_text().split())
+                found.update(int(p) for p in _read(path).split())
         return sorted(found)
 
     def kill_all(self) -> None:
         """SIGKILL every process in the sandbox."""
         if self.mode == "v2":
             with contextlib.suppress(OSError):
-                (self._dirs[""] / "cgroup.kill").write_text("1")
+                _write(self._dirs[""] / "cgroup.kill", "1")
         for pid in self.pids():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -200,3 +249,25 @@ class SandboxCgroup:
             except OSError:
                 removed = False
         return removed
+
+
+# cgroup files are small and written often: without the text layer of `open`
+
+
+def _write(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _read(path: Path) -> str:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks).decode()
+    finally:
+        os.close(fd)

@@ -1,81 +1,110 @@
 """Reach the server from inside a sandbox whose network is loopback only.
 
 A sandbox's network namespace has only `lo`, so `MARITIME_API_URL` (the server's loopback
-address) would lead nowhere. The server opens a listening socket on that port *inside* the
-sandbox's namespace (a socket stays in the namespace it was made in) and passes every
-connection to the server itself, so agents inside use the same URL as everyone else.
+address) would lead nowhere. The sandbox's PID 1 opens a listening socket on that port
+*inside* the namespace (a socket stays in the namespace it was made in) and hands it to the
+server, which passes every connection on to itself, so agents inside use the same URL as
+everyone else.
+
+One thread waits on the listeners of every sandbox (most sandboxes never connect: a thread
+each would cost more than their commands), and two threads pump each connection.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
+import select
 import socket
 import threading
 
-_CLONE_NEWNET = 0x40000000
 _CHUNK = 65536
 
 
-def _listen_in_namespace(netns: str, family: socket.AddressFamily, port: int) -> socket.socket:
-    """A socket listening on `port` of every address of the network namespace `netns`."""
-    made: list[socket.socket | BaseException] = []
-
-    def make() -> None:
-        # setns changes only this thread's namespace, and the thread ends right after
-        try:
-            fd = os.open(netns, os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                if ctypes.CDLL(None, use_errno=True).setns(fd, _CLONE_NEWNET) != 0:
-                    raise OSError(ctypes.get_errno(), "setns into the sandbox's network")
-            finally:
-                os.close(fd)
-            listener = socket.socket(family, socket.SOCK_STREAM)
-            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            listener.bind(("", port))
-            listener.listen(128)
-            made.append(listener)
-        except BaseException as ex:
-            made.append(ex)
-
-    thread = threading.Thread(target=make, name="forward-setns")
-    thread.start()
-    thread.join()
-    if isinstance(made[0], BaseException):
-        raise made[0]
-    return made[0]
-
-
 class Forwarder:
-    """Passes connections made to `port` inside a sandbox to the server at `target`."""
+    """Passes connections accepted by sandboxes' listeners to the server at `target`."""
 
-    def __init__(self, init_pid: int, port: int, target: tuple[str, int]) -> None:
-        family = socket.AF_INET6 if ":" in target[0] else socket.AF_INET
-        self._listener = _listen_in_namespace(f"/proc/{init_pid}/ns/net", family, port)
+    def __init__(self, target: tuple[str, int]) -> None:
         self._target = target
-        self._open: set[_Pair] = set()
+        self._listeners: dict[int, _Listener] = {}
         self._lock = threading.Lock()
-        threading.Thread(target=self._accept, name="forward-accept", daemon=True).start()
+        self._epoll: select.epoll | None = None
+        self._stop = -1
+        """The write end of a pipe that stops the accepting thread."""
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                inside, _ = self._listener.accept()
-            except OSError:
-                return  # closed
-            try:
-                outside = socket.create_connection(self._target)
-            except OSError:
-                inside.close()
-                continue
-            pair = _Pair(inside, outside)
+    def add(self, listener: socket.socket) -> None:
+        """Forward the connections `listener` accepts (it is the forwarder's from now on)."""
+        listener.setblocking(False)
+        with self._lock:
+            if self._epoll is None:
+                self._epoll = select.epoll()
+                wake, self._stop = os.pipe()
+                self._epoll.register(wake, select.EPOLLIN)
+                threading.Thread(target=self._accept, args=(self._epoll, wake), daemon=True).start()
+            self._listeners[listener.fileno()] = _Listener(listener)
+            # the waiting thread sees a descriptor added while it waits
+            self._epoll.register(listener, select.EPOLLIN)
+
+    def remove(self, listener: socket.socket) -> None:
+        """Stop listening on `listener`, close it and cut its connections."""
+        with self._lock:
+            entry = self._listeners.pop(listener.fileno(), None)
+            if self._epoll is not None:
+                with contextlib.suppress(OSError):
+                    self._epoll.unregister(listener)
+        listener.close()
+        if entry is not None:
             with self._lock:
-                self._open.add(pair)
-            for source, sink in ((inside, outside), (outside, inside)):
-                threading.Thread(target=self._pump, args=(pair, source, sink), daemon=True).start()
+                entry.closed = True
+                pairs = list(entry.pairs)
+            for pair in pairs:
+                pair.cut()
 
-    def _pump(self, pair: _Pair, source: socket.socket, sink: socket.socket) -> None:
+    def close(self) -> None:
+        """Stop the accepting thread (the listeners must have been removed)."""
+        with self._lock:
+            if self._stop >= 0:
+                os.close(self._stop)  # the thread reads end of file, and closes its end
+                self._stop, self._epoll = -1, None
+
+    def _accept(self, epoll: select.epoll, wake: int) -> None:
+        with epoll:
+            try:
+                while True:
+                    for fd, _ in epoll.poll():
+                        if fd == wake:
+                            return
+                        with self._lock:
+                            entry = self._listeners.get(fd)
+                        if entry is not None:  # else removed since the wait ended
+                            self._connect(entry)
+            finally:
+                os.close(wake)
+
+    def _connect(self, entry: _Listener) -> None:
+        try:
+            inside, _ = entry.listener.accept()
+        except OSError:
+            return  # another wake-up took it, or the listener was closed
+        inside.setblocking(True)
+        try:
+            outside = socket.create_connection(self._target)
+        except OSError:
+            inside.close()
+            return
+        pair = _Pair(inside, outside)
+        with self._lock:
+            entry.pairs.add(pair)
+            cut = entry.closed
+        if cut:
+            pair.cut()
+        for source, sink in ((inside, outside), (outside, inside)):
+            args = (entry, pair, source, sink)
+            threading.Thread(target=self._pump, args=args, daemon=True).start()
+
+    def _pump(
+        self, entry: _Listener, pair: _Pair, source: socket.socket, sink: socket.socket
+    ) -> None:
         with contextlib.suppress(OSError):
             while data := source.recv(_CHUNK):
                 sink.sendall(data)
@@ -85,17 +114,17 @@ class Forwarder:
         with self._lock:
             pair.pumping -= 1
             if pair.pumping == 0:
-                self._open.discard(pair)
+                entry.pairs.discard(pair)
                 pair.close()
 
-    def close(self) -> None:
-        """Stop listening and cut every connection."""
-        with contextlib.suppress(OSError):
-            self._listener.shutdown(socket.SHUT_RDWR)
-        self._listener.close()
-        with self._lock:
-            for pair in self._open:
-                pair.cut()
+
+class _Listener:
+    """One sandbox's listener and its open connections."""
+
+    def __init__(self, listener: socket.socket) -> None:
+        self.listener = listener
+        self.pairs: set[_Pair] = set()
+        self.closed = False
 
 
 class _Pair:

@@ -1,33 +1,37 @@
 """Isolated sandboxes on this machine: create one, run processes in it, reach its files, end it.
 
 Two modes. `namespaces` (Linux, root): a factory process (`_sandbox_init.py`) forks each
-sandbox into new PID, mount, UTS, IPC and network namespaces; the sandbox's PID 1 mounts an
-overlay over the host's root so writes stay private, and commands enter with `nsenter`. `process` (anything else): plain
-processes in a private directory, no isolation, which every run reports. Both put a sandbox's
-processes in its own cgroups when this machine allows it, for memory and pids limits.
+sandbox's PID 1 into new PID, mount, UTS, IPC and network namespaces; PID 1 mounts an overlay
+over the host's root so writes stay private, and starts the sandbox's commands when asked on
+its control socket. `process` (anything else): plain processes in a private directory, no
+isolation, which every run reports. Both put a sandbox's processes in its own cgroups when
+this machine allows it, for memory and pids limits.
 """
 
 from __future__ import annotations
 
+import array
 import contextlib
+import fcntl
 import hashlib
-import json
+import marshal
 import os
 import shutil
 import signal
 import socket
+import struct
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Literal
 
 import anyio
 
 from . import _files
 from ._cgroups import Cgroups, Limits, SandboxCgroup
 from ._forward import Forwarder
-from ._process import ChildProcess, SpawnOptions, spawn
+from ._process import ChildProcess, HostProcess, SandboxProcess, SpawnOptions, spawn
 
 IsolationMode = Literal["namespaces", "process"]
 NetworkMode = Literal["none", "host"]
@@ -35,6 +39,9 @@ NetworkMode = Literal["none", "host"]
 _INIT = Path(__file__).with_name("_sandbox_init.py")
 _BOOT_TIMEOUT = 30.0
 _DEFAULT_MASKS = ("/root/.ssh", "/etc/ssh")
+_USER = ("user", 1000)
+"""The account every sandbox has besides root (the uid, or the next free one)."""
+_FS_IOC_GETFLAGS, _FS_IOC_SETFLAGS, _FS_TOPDIR_FL = 0x80086601, 0x40086602, 0x00020000
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -70,35 +77,29 @@ ROOT = User("root", 0, 0, "/root")
 
 
 def namespaces_supported() -> bool:
-    """Whether this machine can make namespace sandboxes (Linux, root, util-linux)."""
-    return (
-        sys.platform == "linux"
-        and os.geteuid() == 0
-        and all(shutil.which(tool) for tool in ("unshare", "nsenter", "setpriv"))
-    )
+    """Whether this machine can make namespace sandboxes (Linux, root)."""
+    return sys.platform == "linux" and os.geteuid() == 0
 
 
 @dataclass
 class Sandbox:
-    """One isolated environment; subclasses say how processes enter it."""
+    """One isolated environment; subclasses say how processes start in it."""
 
     id: str
     dir: Path
+    cgroups: Cgroups
     cgroup: SandboxCgroup
     limits: Limits
     _processes: set[ChildProcess] = field(default_factory=set)
-    contained: ClassVar[bool] = False
-    """Whether its processes die with its PID 1 (which dies with the server) on their own."""
 
     @property
     def root(self) -> str:
         """The host path of the sandbox's root directory."""
         raise NotImplementedError
 
-    def _command(
-        self, argv: Sequence[str], cwd: str, user: User
-    ) -> tuple[list[str], str | None, dict[str, str]]:
-        """The host command line, host working directory and extra variables for `argv`."""
+    async def _start(
+        self, argv: Sequence[str], env: dict[str, str], cwd: str, user: User, stdin: bool
+    ) -> ChildProcess:
         raise NotImplementedError
 
     def user(self, name: str) -> User:
@@ -112,7 +113,7 @@ class Sandbox:
                 return User(name, int(entry[2]), int(entry[3]), entry[5] or "/")
         raise SandboxError(f"no user {name!r} in sandbox {self.id}")
 
-    def exec(
+    async def exec(
         self,
         argv: Sequence[str],
         env: Mapping[str, str],
@@ -120,19 +121,13 @@ class Sandbox:
         user: User = ROOT,
         stdin: bool = False,
     ) -> ChildProcess:
-        """Start `argv` in the sandbox (its own process group) and return the process."""
-        command, host_cwd, extra = self._command(argv, cwd or user.home, user)
-        full_env = {"PATH": DEFAULT_PATH, "HOME": user.home, "USER": user.name, **env, **extra}
-        process = spawn(
-            SpawnOptions(
-                argv=command,
-                env=full_env,
-                cwd=host_cwd,
-                cgroup_procs=self.cgroup.procs_files,
-                stdin=stdin,
-                die_with_server=not self.contained,
-            )
-        )
+        """Start `argv` in the sandbox (its own session) and return the process.
+
+        Raises SandboxError when the sandbox has ended. A program or directory that does not
+        exist is the process's failure, as in a shell: exit status 127, 126 or 125 and why.
+        """
+        full_env = {"PATH": DEFAULT_PATH, "HOME": user.home, "USER": user.name, **env}
+        process = await self._start(argv, full_env, cwd or user.home, user, stdin)
         self._processes.add(process)
         return process
 
@@ -167,11 +162,39 @@ class Sandbox:
             for process in list(self._processes):
                 await process.wait()
                 self.forget(process)
-            await _remove_cgroup(self.cgroup)
+            await _release_cgroup(self.cgroups, self.cgroup)
             await anyio.to_thread.run_sync(shutil.rmtree, self.dir, True)
 
 
-async def _remove_cgroup(cgroup: SandboxCgroup) -> None:
+def _spread_subdirectories(path: Path) -> None:
+    """Have ext4 place each sandbox's directory in a block group of its own, if it can.
+
+    Without a journal, ext4 will not reuse an inode deleted in the last minutes, and finds a
+    free one by checking every such inode of the group in turn: sandboxes made and removed
+    in one directory's group cost ever more to create. Marked as a top of a directory
+    hierarchy (`chattr +T`), the directory's subdirectories are spread over the disk instead.
+    """
+    with contextlib.suppress(OSError):  # not ext4 (or the like): nothing to spread
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            flags = struct.unpack("i", fcntl.ioctl(fd, _FS_IOC_GETFLAGS, b"\0" * 4))[0]
+            fcntl.ioctl(fd, _FS_IOC_SETFLAGS, struct.pack("i", flags | _FS_TOPDIR_FL))
+        finally:
+            os.close(fd)
+
+
+def _memfd(data: bytes) -> int:
+    """A memfd holding `data` (a spawn request: argv may be megabytes, too much for a message)."""
+    fd = os.memfd_create("spawn", os.MFD_CLOEXEC)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    return fd
+
+
+async def _release_cgroup(cgroups: Cgroups, cgroup: SandboxCgroup) -> None:
+    if cgroups.recycle(cgroup):
+        return
     # a killed process leaves its cgroup a moment after it is reaped
     for _ in range(100):
         if cgroup.remove():
@@ -184,45 +207,88 @@ async def _remove_cgroup(cgroup: SandboxCgroup) -> None:
 class NamespaceSandbox(Sandbox):
     """A sandbox in its own namespaces, on an overlay of the host's root."""
 
-    contained: ClassVar[bool] = True
-
     init_pid: int = 0
     init_fd: int = -1
     """A pidfd of PID 1: signalled and watched without risk of a reused pid."""
+    control: socket.socket | None = None
+    """PID 1's control socket: it starts and signals commands, and ends with it."""
     forwarder: Forwarder | None = None
+    listener: socket.socket | None = None
+    """A socket listening inside the sandbox, whose connections go to the server."""
 
     @property
     def root(self) -> str:
         """The sandbox's root, reached through its PID 1."""
         return f"/proc/{self.init_pid}/root"
 
-    def _command(
-        self, argv: Sequence[str], cwd: str, user: User
-    ) -> tuple[list[str], str | None, dict[str, str]]:
-        enter = ["nsenter", "-t", str(self.init_pid), "-m", "-u", "-i", "-n", "-p", "-r"]
-        if user.uid != 0:
-            enter += ["--", "setpriv", f"--reuid={user.uid}", f"--regid={user.gid}"]
-            enter.append("--init-groups")
-        # nsenter's --wd opens its directory before entering the root: change it inside
-        return [*enter, "--", "env", "-C", cwd, "--", *argv], None, {}
+    async def _start(
+        self, argv: Sequence[str], env: dict[str, str], cwd: str, user: User, stdin: bool
+    ) -> ChildProcess:
+        request = {"argv": list(argv), "env": env, "cwd": cwd}
+        memfd = _memfd(
+            marshal.dumps(request | {"user": user.name, "uid": user.uid, "gid": user.gid})
+        )
+        status, stdout, stderr = os.pipe(), os.pipe(), os.pipe()
+        stdin_pipe = os.pipe() if stdin else None
+        theirs = [memfd, status[1], stdout[1], stderr[1], *(stdin_pipe[:1] if stdin_pipe else [])]
+        process = SandboxProcess(
+            status[0], stdin_pipe[1] if stdin_pipe else None, stdout[0], stderr[0], self._signal
+        )
+        try:
+            await self._send(b"spawn", theirs)
+        except BaseException:
+            process.close()
+            raise
+        finally:
+            _close_all(theirs)
+        try:
+            # PID 1 answers at once; a command it started must not be lost to a cancellation
+            with anyio.CancelScope(shield=True):
+                await process.started()
+        except RuntimeError as ex:
+            process.close()
+            raise SandboxError(f"cannot start {argv[0]!r} in sandbox {self.id}: {ex}") from None
+        return process
+
+    async def _send(self, message: bytes, fds: Sequence[int]) -> None:
+        control = self.control
+        try:
+            while control is not None:
+                try:
+                    socket.send_fds(control, [message], fds)
+                    return
+                except BlockingIOError:
+                    await anyio.wait_writable(control)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        raise SandboxError(f"sandbox {self.id} has ended")
+
+    def _signal(self, pid: int, sig: int) -> None:
+        if self.control is not None:
+            # a sandbox that is ending takes its commands with it
+            with contextlib.suppress(OSError):
+                self.control.send(f"signal {pid} {sig}".encode())
 
     def kill_processes(self) -> None:
         """Kill PID 1, which ends the PID namespace and everything in it."""
         if self.init_fd >= 0:
             with contextlib.suppress(ProcessLookupError):
                 signal.pidfd_send_signal(self.init_fd, signal.SIGKILL)
-        super().kill_processes()
 
     async def close(self) -> None:
         """End the sandbox once its PID 1 is gone."""
         with anyio.CancelScope(shield=True):
-            if self.forwarder is not None:
-                self.forwarder.close()
+            if self.forwarder is not None and self.listener is not None:
+                self.forwarder.remove(self.listener)
+                self.listener = None
             if self.init_fd >= 0:
                 self.kill_processes()
                 await anyio.wait_readable(self.init_fd)
                 os.close(self.init_fd)
                 self.init_fd = -1
+            if self.control is not None:
+                self.control.close()
+                self.control = None
             await super().close()
 
 
@@ -235,13 +301,19 @@ class ProcessSandbox(Sandbox):
         """The private directory that stands in for the sandbox's root."""
         return str(self.dir / "root")
 
-    def _command(
-        self, argv: Sequence[str], cwd: str, user: User
-    ) -> tuple[list[str], str | None, dict[str, str]]:
+    async def _start(
+        self, argv: Sequence[str], env: dict[str, str], cwd: str, user: User, stdin: bool
+    ) -> HostProcess:
+        return self._spawn(argv, env, cwd, user, stdin)
+
+    def _spawn(
+        self, argv: Sequence[str], env: dict[str, str], cwd: str, user: User, stdin: bool
+    ) -> HostProcess:
         host_cwd = Path(self.root + cwd)
         host_cwd.mkdir(parents=True, exist_ok=True)
-        extra = {"HOME": self.root + user.home, "MARITIME_SANDBOX_ROOT": self.root}
-        return list(argv), str(host_cwd), extra
+        env |= {"HOME": self.root + user.home, "MARITIME_SANDBOX_ROOT": self.root}
+        options = SpawnOptions(argv, env, str(host_cwd), self.cgroup.procs_files, stdin=stdin)
+        return spawn(options)
 
     def user(self, name: str) -> User:
         """Every user is the server's own user here, with a private home."""
@@ -256,8 +328,8 @@ class SandboxHost:
         self.config = config
         if config.mode == "namespaces" and not namespaces_supported():
             raise SandboxError(
-                "isolation='namespaces' needs Linux, root and util-linux (unshare, nsenter, "
-                "setpriv); run as root or use --isolation process"
+                "isolation='namespaces' needs Linux and root; run as root or use "
+                "--isolation process"
             )
         supported = namespaces_supported()
         self.mode: IsolationMode = (
@@ -268,7 +340,9 @@ class SandboxHost:
         digest = hashlib.sha1(str(config.state_dir.resolve()).encode()).hexdigest()[:10]
         self.cgroups = Cgroups.detect(f"inspect-swarm-{digest}")
         self.sandbox_dir = config.state_dir.resolve() / "sbx"
-        self._factory = _Factory(self.sandbox_dir)
+        self._forwarder = None if config.forward is None else Forwarder(config.forward)
+        base = config.state_dir.resolve() / "base"
+        self._factory = _Factory([str(self.sandbox_dir), str(base), _USER[0], str(_USER[1])])
 
     def describe(self) -> dict[str, object]:
         """The isolation this server gives, as reported by the API."""
@@ -295,27 +369,25 @@ class SandboxHost:
         """Stop making sandboxes: ends every namespace sandbox still running."""
         with anyio.CancelScope(shield=True):
             await self._factory.stop()
+        if self._forwarder is not None:
+            self._forwarder.close()
 
     def reap_leftovers(self) -> None:
         """Remove what sandboxes of an earlier run of this server left behind."""
-        for cgroup in self.cgroups.leftovers():
-            cgroup.kill_all()
-            cgroup.remove()
+        self.cgroups.remove_all()
         shutil.rmtree(self.sandbox_dir, ignore_errors=True)
         self.sandbox_dir.mkdir(parents=True, exist_ok=True)
+        _spread_subdirectories(self.sandbox_dir)
 
     async def create(self, sandbox_id: str, limits: Limits) -> Sandbox:
         """Boot a fresh sandbox (raises SandboxError with the reason when it cannot)."""
         directory = self.sandbox_dir / sandbox_id
-        directory.mkdir(parents=True)
-        cgroup = self.cgroups.create(sandbox_id, limits)
-        sandbox: Sandbox
+        cgroup = self.cgroups.create(limits)
         if self.mode == "process":
-            sandbox = ProcessSandbox(sandbox_id, directory, cgroup, limits)
             for home in ("root", "home/user"):
                 (directory / "root" / home).mkdir(parents=True)
-            return sandbox
-        sandbox = NamespaceSandbox(sandbox_id, directory, cgroup, limits)
+            return ProcessSandbox(sandbox_id, directory, self.cgroups, cgroup, limits)
+        sandbox = NamespaceSandbox(sandbox_id, directory, self.cgroups, cgroup, limits)
         try:
             await self._boot(sandbox)
         except BaseException:
@@ -324,36 +396,34 @@ class SandboxHost:
         return sandbox
 
     async def _boot(self, sandbox: NamespaceSandbox) -> None:
-        for sub in ("up", "wd", "m"):
-            (sandbox.dir / sub).mkdir()
+        # PID 1 makes the sandbox's directory, off the server's event loop
+        target = self.config.forward if self.config.network == "none" else None
         config = {
             "dir": str(sandbox.dir),
             "hostname": sandbox.id,
             "masks": [str(self.config.state_dir.resolve()), *_DEFAULT_MASKS, *self.config.masks],
             "shares": list(self.config.shares),
-            "user": ["user", 1000],
             "loopback": self.config.network == "none",
             "cgroups": [str(p) for p in sandbox.cgroup.procs_files],
+            "listen": None if target is None else (target[1], ":" in target[0]),
         }
-        read, write = os.pipe()
-        try:
-            await self._factory.request(json.dumps(config).encode(), write)
-        finally:
-            os.close(write)
-        status = await _answer(read, sandbox)
-        if status != "ready":
-            reason = status or "no answer from the sandbox's init"
-            raise SandboxError(reason.removeprefix("error: "))
-        forward = self.config.forward
-        if forward is not None and self.config.network == "none":
-            sandbox.forwarder = Forwarder(sandbox.init_pid, forward[1], forward)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ours.setblocking(False)
+        sandbox.control = ours
+        with theirs:
+            await self._factory.request(marshal.dumps(config), theirs.fileno())
+        sandbox.listener = await _answer(sandbox)
+        if sandbox.listener is not None and self._forwarder is not None:
+            sandbox.forwarder = self._forwarder
+            self._forwarder.add(sandbox.listener)
 
 
 class _Factory:
     """The process that forks every namespace sandbox of this server (`_sandbox_init.py`)."""
 
-    def __init__(self, sandbox_dir: Path) -> None:
-        self._sandbox_dir = sandbox_dir
+    def __init__(self, settings: list[str]) -> None:
+        self._settings = settings
+        """What the factory is started with: its sandboxes' directory, base layer, user, uid."""
         self._socket: socket.socket | None = None
         self._process: ChildProcess | None = None
 
@@ -363,7 +433,7 @@ class _Factory:
             fd = theirs.fileno()
             self._process = spawn(
                 SpawnOptions(
-                    argv=[sys.executable, "-I", "-S", str(_INIT), str(self._sandbox_dir), str(fd)],
+                    argv=[sys.executable, "-I", "-S", str(_INIT), *self._settings, str(fd)],
                     env={"PATH": DEFAULT_PATH},
                     pass_fds=(fd,),
                 )
@@ -372,14 +442,14 @@ class _Factory:
         self._socket = ours
         return ours
 
-    async def request(self, config: bytes, answer: int) -> None:
-        """Ask for a sandbox, answered on the pipe `answer` (starting the factory if needed)."""
+    async def request(self, config: bytes, control: int) -> None:
+        """Ask for a sandbox with the control socket `control` (starting the factory if need be)."""
         for attempt in (1, 2):
             sock = self._socket or self._start()
             try:
                 while True:
                     try:
-                        socket.send_fds(sock, [config], [answer])
+                        socket.send_fds(sock, [config], [control])
                         return
                     except BlockingIOError:
                         await anyio.wait_writable(sock)
@@ -400,45 +470,51 @@ class _Factory:
             self._process = None
 
 
-async def _answer(read: int, sandbox: NamespaceSandbox) -> str:
-    """Read a boot's answer: PID 1's `ready` (with its pid from the keeper), or the error."""
-    status = ""
-    with contextlib.closing(_Answer(read)) as answer, anyio.move_on_after(_BOOT_TIMEOUT):
-        # the keeper's `pid` line and PID 1's own may come in either order
-        while status in ("", "ready") and not (status and sandbox.init_fd >= 0):
-            line = await answer.line()
-            if not line:
-                return ""
-            if line.startswith("pid "):
-                sandbox.init_pid = int(line.removeprefix("pid "))
-                sandbox.init_fd = os.pidfd_open(sandbox.init_pid)
-            else:
-                status = line
-    return status
+async def _answer(sandbox: NamespaceSandbox) -> socket.socket | None:
+    """Read a boot's answer on the control socket: PID 1's `started` with a pidfd of itself,
+    then its `ready` with the forwarder's listener, if asked; the listener. Raises SandboxError
+    with PID 1's or the factory's reason (PID 1's pidfd kept, for `close` to end it)."""
+    assert sandbox.control is not None
+    message, fds = "", list[int]()
+    with anyio.move_on_after(_BOOT_TIMEOUT) as waited:
+        message, fds = await _receive(sandbox.control)
+        if message == "started" and fds:
+            sandbox.init_fd = fds.pop(0)
+            sandbox.init_pid = _pidfd_pid(sandbox.init_fd)
+            _close_all(fds)
+            message, fds = await _receive(sandbox.control)
+    if message == "ready" and sandbox.init_fd >= 0:
+        return socket.socket(fileno=fds[0]) if fds else None
+    _close_all(fds)
+    if waited.cancelled_caught:
+        raise SandboxError(f"no answer from the sandbox's init in {_BOOT_TIMEOUT:g} s")
+    raise SandboxError(message.removeprefix("error: ") or "the sandbox's init ended")
 
 
-class _Answer:
-    """The lines a sandbox's boot writes on its answer pipe."""
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        os.close(fd)
 
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-        self._buffer = b""
-        os.set_blocking(fd, False)
 
-    async def line(self) -> str:
-        """The next line, stripped ("" at end of file)."""
-        while b"\n" not in self._buffer:
-            try:
-                data = os.read(self._fd, 4096)
-            except BlockingIOError:
-                await anyio.wait_readable(self._fd)
-                continue
-            if not data:
-                return ""
-            self._buffer += data
-        line, _, self._buffer = self._buffer.partition(b"\n")
-        return line.decode(errors="replace").strip()
+def _pidfd_pid(pidfd: int) -> int:
+    """The pid (in the server's PID namespace) of the process a pidfd refers to."""
+    with open(f"/proc/self/fdinfo/{pidfd}") as info:
+        for line in info:
+            if line.startswith("Pid:"):
+                return int(line.split()[1])
+    raise SandboxError("this kernel does not say whose a pidfd is (Linux 5.3+ needed)")
 
-    def close(self) -> None:
-        """Close the pipe."""
-        os.close(self._fd)
+
+async def _receive(sock: socket.socket) -> tuple[str, list[int]]:
+    """The next message on a non-blocking SOCK_SEQPACKET socket, with its descriptors."""
+    while True:
+        try:
+            data, ancillary, _, _ = sock.recvmsg(4096, socket.CMSG_LEN(8), socket.MSG_CMSG_CLOEXEC)
+        except BlockingIOError:
+            await anyio.wait_readable(sock)
+            continue
+        fds = array.array("i")
+        for level, kind, payload in ancillary:
+            if (level, kind) == (socket.SOL_SOCKET, socket.SCM_RIGHTS):
+                fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+        return data.decode(errors="replace"), list(fds)

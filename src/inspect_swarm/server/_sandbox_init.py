@@ -1,41 +1,73 @@
 """The factory of namespace sandboxes and each sandbox's PID 1. Stdlib only: runs outside the package.
 
-The server starts this file once, as `python -I -S _sandbox_init.py SANDBOX_DIR FD`, and sends
-each sandbox's config over the SOCK_SEQPACKET socket FD together with the write end of a pipe
-for the answer. Forking this small, running interpreter costs well under a millisecond where
-starting one costs 10-20 ms. Per sandbox the factory forks a keeper, which unshares new mount,
-UTS, IPC, PID and (usually) network namespaces and forks the sandbox's PID 1; PID 1 joins the
-sandbox's cgroups, builds its root (an overlay over the host's), reports and then reaps
-children. Each of these processes dies with its parent (PR_SET_PDEATHSIG) and keeps no
-descriptor of the factory, so killing the server ends every sandbox and a sandbox cannot
-reach the factory.
+The server starts this file once, as `python -I -S _sandbox_init.py SANDBOXES BASE USER UID
+FD`, and sends each sandbox's config over the SOCK_SEQPACKET socket FD together with the
+sandbox's end of a SOCK_SEQPACKET socket pair, its control socket. Forking this small, running
+interpreter costs about half a millisecond where starting one costs 10-20 ms; every page it
+holds makes a fork dearer, so it imports little (configs and requests come as `marshal` data:
+both ends run the same interpreter, and `json` would pull in `re`).
 
-Config: {"dir": sandbox dir under SANDBOX_DIR, "hostname", "masks": [paths], "shares": [paths],
-"user": [name, uid], "loopback": bool, "cgroups": [cgroup.procs files]}. The answer pipe gets
-`pid N` (PID 1's host pid) from the keeper, then `ready` or `error: ...` from PID 1, one line
-each (or only `error: ...` from the keeper).
+The factory lives in a mount namespace of its own that receives the host's mounts but sends
+none back, where it keeps the base layer: a small read-only tmpfs at BASE with the account
+USER added to copies of the host's /etc/passwd and /etc/group and its home, laid over the
+host's root in every sandbox, so no sandbox copies those files up at boot. (Accounts added on
+the host later reach new sandboxes once the server restarts.)
+
+Per sandbox the factory forks PID 1 straight into a new PID namespace, and PID 1 unshares new
+mount, UTS, IPC and (usually) network namespaces, joins the sandbox's cgroups, builds its root
+(an overlay over the base layer and the host's root) and then serves its control socket: it
+starts commands with `posix_spawn` (no exec chain: each gets its session, user, directory,
+environment and pipes from PID 1 directly), signals their process groups, and reports each
+one's exit. Each of these processes dies with its parent (PR_SET_PDEATHSIG), PID 1 also when
+the server closes its control socket, and PID 1 keeps no descriptor of the factory's, so
+killing the server ends every sandbox and a sandbox cannot reach the factory.
+
+Config: {"dir": the sandbox's directory in SANDBOXES, "hostname", "masks": [paths], "shares":
+[paths], "loopback": bool, "cgroups": [cgroup.procs files], "listen": (port, ipv6) or None}.
+The control socket then gets `started` from PID 1 with a pidfd of PID 1, then `ready` (with a
+socket listening on `listen` inside the sandbox's network, if asked) or `error: ...`; or only
+`error: ...` from the factory.
+
+Requests on the control socket: `spawn` with descriptors [request, status, stdout, stderr,
+stdin?], the request a memfd holding {"argv", "env", "cwd", "user", "uid", "gid"} (argv may
+be megabytes); `signal PID SIG` sends SIG to the process group of a command still running.
+PID 1 writes `pid N` (N as seen inside the sandbox) to the status pipe, then `exit CODE`
+(negative: killed by that signal) once it has reaped the command. A command that cannot
+start is a process that says why on its stderr and exits 127 (no such program), 126 (not
+executable) or 125 (no such directory), as `env` would. As after any `posix_spawn` of glibc,
+commands start with glibc's two internal signals (32 and 33) ignored, until a program that
+uses them sets them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import fcntl
-import json
+import gc
+import marshal
 import os
+import select
 import signal
 import socket
+import stat
 import struct
 import sys
-from typing import Any, NoReturn
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # `typing` would add a megabyte to every fork
+    from typing import Any, NoReturn
 
 _MS_RDONLY = 1
 _MS_NOSUID = 2
 _MS_NODEV = 4
 _MS_NOEXEC = 8
+_MS_REMOUNT = 32
 _MS_BIND = 4096
 _MS_REC = 16384
 _MS_PRIVATE = 1 << 18
+_MS_SLAVE = 1 << 19
 _MNT_DETACH = 2
 _SYS_PIVOT_ROOT = 155
 _PR_SET_PDEATHSIG = 1
@@ -45,7 +77,16 @@ _CLONE_NEWIPC = 0x08000000
 _CLONE_NEWPID = 0x20000000
 _CLONE_NEWNET = 0x40000000
 _MAX_FD = os.sysconf("SC_OPEN_MAX")
-_DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+_DEVICES = {
+    "null": (1, 3),
+    "zero": (1, 5),
+    "full": (1, 7),
+    "random": (1, 8),
+    "urandom": (1, 9),
+    "tty": (5, 0),
+}
+# what python ignores, and a command must not inherit ignored
+_DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD)
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -69,12 +110,111 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str =
     )
 
 
+def _receive(sock: socket.socket, size: int, most: int) -> tuple[bytes, list[int]]:
+    """A message and its descriptors, close-on-exec (`socket.recv_fds` drops the flag)."""
+    data, ancillary, _, _ = sock.recvmsg(size, socket.CMSG_LEN(4 * most), socket.MSG_CMSG_CLOEXEC)
+    fds = []
+    for level, kind, payload in ancillary:
+        if (level, kind) == (socket.SOL_SOCKET, socket.SCM_RIGHTS):
+            fds += [fd for (fd,) in struct.iter_unpack("i", payload[: len(payload) // 4 * 4])]
+    return data, fds
+
+
+# the factory
+
+
+def _copy_dir(base: str, path: str) -> None:
+    """Make `path` in the base layer with the host's mode and owner (the top layer's win)."""
+    if os.path.isdir(base + path):
+        return
+    _copy_dir(base, os.path.dirname(path))
+    os.mkdir(base + path)
+    if os.path.isdir(path):
+        info = os.stat(path)
+        os.chmod(base + path, info.st_mode & 0o7777)
+        os.chown(base + path, info.st_uid, info.st_gid)
+
+
+def _append(base: str, path: str, line: str) -> None:
+    """Lay the host's `path` with `line` added into the base layer."""
+    _copy_dir(base, os.path.dirname(path))
+    with open(path) as host, open(base + path, "w") as copy:
+        content = host.read()
+        copy.write(content + ("\n" if content and not content.endswith("\n") else "") + line)
+        info = os.fstat(host.fileno())
+        os.fchmod(copy.fileno(), info.st_mode & 0o7777)
+        os.fchown(copy.fileno(), info.st_uid, info.st_gid)
+
+
+def _add_user(base: str, name: str, uid: int) -> None:
+    with open("/etc/passwd") as passwd:
+        entries = [line.split(":") for line in passwd if line.count(":") >= 6]
+    if any(entry[0] == name for entry in entries):
+        return
+    taken = {int(entry[2]) for entry in entries if entry[2].isdigit()}
+    while uid in taken:
+        uid += 1
+    home = f"/home/{name}"
+    _append(base, "/etc/passwd", f"{name}:x:{uid}:{uid}::{home}:/bin/bash\n")
+    _append(base, "/etc/group", f"{name}:x:{uid}:\n")
+    _copy_dir(base, "/home")
+    os.mkdir(base + home, 0o755)
+    os.chown(base + home, uid, uid)
+
+
+def _prepare(base: str, name: str, uid: int) -> None:
+    """Enter the factory's own mount namespace and mount the base layer there."""
+    _check(_libc.unshare(_CLONE_NEWNS), "unshare")
+    _mount("none", "/", None, _MS_REC | _MS_SLAVE)
+    os.makedirs(base, exist_ok=True)
+    _mount("tmpfs", base, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=755")
+    _add_user(base, name, uid)
+    _mount("none", base, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+
+
+def _serve(sandboxes: str, base: str, fd: int) -> None:
+    """Fork PID 1 for every config received on `fd`, until the server closes it."""
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps every PID 1
+    factory = os.getpid()
+    own_pids = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    gc.freeze()  # a collection in a child would touch, and so copy, every page
+    with socket.socket(fileno=fd) as sock:
+        while True:
+            data, fds = _receive(sock, 65536, 1)
+            if not data or not fds:
+                return
+            with socket.socket(fileno=fds[0]) as control:
+                try:
+                    config = marshal.loads(data)
+                    if os.path.dirname(config["dir"]) != sandboxes:
+                        raise ValueError(f"{config['dir']!r} is not under {sandboxes}")
+                    _fork_init(config, base, control, factory, own_pids)
+                except Exception as ex:  # the factory serves on, whatever one request did
+                    with contextlib.suppress(OSError):
+                        control.send(f"error: {ex}".encode())
+
+
+def _fork_init(
+    config: dict[str, Any], base: str, control: socket.socket, factory: int, own: int
+) -> None:
+    """Fork PID 1 of a new PID namespace (the factory stays in its own)."""
+    _check(_libc.unshare(_CLONE_NEWPID), "unshare")
+    try:
+        if os.fork() == 0:
+            _init(config, base, control, factory)
+    finally:
+        _check(_libc.setns(own, _CLONE_NEWPID), "setns")
+
+
+# PID 1: boot
+
+
 def _mount_dev(root: str) -> None:
     dev = root + "/dev"
     _mount("tmpfs", dev, "tmpfs", _MS_NOSUID, "mode=755")
-    for name in _DEVICES:
-        open(f"{dev}/{name}", "w").close()
-        _mount(f"/dev/{name}", f"{dev}/{name}", None, _MS_BIND)
+    for name, (major, minor) in _DEVICES.items():
+        os.mknod(f"{dev}/{name}", stat.S_IFCHR, os.makedev(major, minor))
+        os.chmod(f"{dev}/{name}", 0o666)  # mknod would apply the umask
     os.mkdir(dev + "/pts")
     _mount("devpts", dev + "/pts", "devpts", _MS_NOSUID | _MS_NOEXEC, "newinstance,ptmxmode=0666")
     os.mkdir(dev + "/shm")
@@ -93,37 +233,30 @@ def _mask(root: str, path: str) -> None:
         _mount("/dev/null", target, None, _MS_BIND)
 
 
-def _make_private() -> None:
-    """Stop mounts propagating between the sandbox and the host (costly: only if shared)."""
-    with open("/proc/self/mountinfo") as mountinfo:
-        if " shared:" in mountinfo.read():
-            _mount("none", "/", None, _MS_REC | _MS_PRIVATE)
-
-
 def _mount_overlay(base: str, root: str) -> None:
-    # volatile (Linux 5.10+) skips the syncs of a throwaway upper layer: copy-ups, such as
-    # adding the user to /etc/passwd, are ten times faster
-    options = f"lowerdir=/,upperdir={base}/up,workdir={base}/wd"
+    # volatile (Linux 5.10+) skips the syncs of a throwaway upper layer: copy-ups are ten
+    # times faster, and ending the sandbox does not sync the whole disk
+    options = f"lowerdir={base}:/,upperdir={root}/up,workdir={root}/wd"
     try:
         _mount("overlay", root, "overlay", 0, options + ",volatile")
     except OSError:
         _mount("overlay", root, "overlay", 0, options)
 
 
-def _build_root(config: dict[str, Any]) -> None:
-    base = str(config["dir"])
-    root = base + "/m"
-    _make_private()
+def _build_root(config: dict[str, Any], base: str) -> None:
+    # the overlay covers the sandbox's own directory, which holds its upper and work dirs
+    root = config["dir"]
+    _mount("none", "/", None, _MS_REC | _MS_PRIVATE)
     _mount_overlay(base, root)
     _mount("proc", root + "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
     _mount("sysfs", root + "/sys", "sysfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
     _mount("tmpfs", root + "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777")
     _mount_dev(root)
     for path in config["masks"]:
-        _mask(root, str(path))
+        _mask(root, path)
     for path in config["shares"]:
-        os.makedirs(root + str(path), exist_ok=True)
-        _mount(str(path), root + str(path), None, _MS_BIND | _MS_REC)
+        os.makedirs(root + path, exist_ok=True)
+        _mount(path, root + path, None, _MS_BIND | _MS_REC)
     # pivot_root(".", ".") stacks the old root under the new one, so no directory is needed
     os.chdir(root)
     _check(_libc.syscall(_SYS_PIVOT_ROOT, b".", b"."), "pivot_root")
@@ -139,110 +272,243 @@ def _loopback_up() -> None:
         fcntl.ioctl(sock, siocsifflags, struct.pack("16sH22x", b"lo", flags | iff_up))
 
 
-def _add_user(name: str, uid: int) -> None:
-    with open("/etc/passwd") as passwd:
-        entries = [line.split(":") for line in passwd if line.count(":") >= 6]
-    if any(entry[0] == name for entry in entries):
-        return
-    taken = {int(entry[2]) for entry in entries if entry[2].isdigit()}
-    while uid in taken:
-        uid += 1
-    home = f"/home/{name}"
-    with open("/etc/passwd", "a") as passwd:
-        passwd.write(f"{name}:x:{uid}:{uid}::{home}:/bin/bash\n")
-    with open("/etc/group", "a") as group:
-        group.write(f"{name}:x:{uid}:\n")
-    os.makedirs(home, exist_ok=True)
-    os.chown(home, uid, uid)
+def _listen(port: int, ipv6: bool) -> socket.socket:
+    """A socket listening on `port` of every address of the sandbox's network."""
+    listener = socket.socket(socket.AF_INET6 if ipv6 else socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("", port))
+    listener.listen(128)
+    return listener
 
 
-def _reap_forever() -> NoReturn:
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
-    while True:
-        try:
-            while os.waitpid(-1, os.WNOHANG)[0] > 0:
-                pass
-        except ChildProcessError:
-            pass
-        signal.sigwait({signal.SIGCHLD})
+def _parent_pid() -> int:
+    # getppid() says 0 in a new PID namespace: ask the host's /proc, still mounted here
+    with open("/proc/self/stat") as own:
+        return int(own.read().rpartition(")")[2].split()[1])
 
 
-def _die_with_parent() -> None:
-    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+def _boot(config: dict[str, Any], base: str, control: socket.socket) -> None:
+    """Enter the sandbox's namespaces and cgroups, build its root, and say `ready`."""
+    flags = _CLONE_NEWNS | _CLONE_NEWUTS | _CLONE_NEWIPC
+    if config["loopback"]:
+        flags |= _CLONE_NEWNET
+    _check(_libc.unshare(flags), "unshare")
+    root = config["dir"]
+    for path in (root, root + "/up", root + "/wd"):
+        os.mkdir(path)
+    for procs in config["cgroups"]:
+        with open(procs, "w") as file:
+            file.write("0\n")
+    _build_root(config, base)
+    hostname = config["hostname"].encode()
+    _check(_libc.sethostname(hostname, len(hostname)), "sethostname")
+    if config["loopback"]:
+        _loopback_up()
+    if config["listen"] is None:
+        control.send(b"ready")
+    else:
+        with _listen(*config["listen"]) as listener:
+            socket.send_fds(control, [b"ready"], [listener.fileno()])
 
 
-def _init(config: dict[str, Any], answer: int) -> NoReturn:
-    """PID 1: join the cgroups, build the sandbox, answer `ready` (or the error), then reap."""
-    _die_with_parent()
+def _init(config: dict[str, Any], base: str, control: socket.socket, factory: int) -> NoReturn:
+    """PID 1: boot the sandbox, then serve its control socket until the server closes it."""
     try:
-        for procs in config["cgroups"]:
-            with open(procs, "w") as file:
-                file.write("0\n")
-        _build_root(config)
-        hostname = str(config["hostname"]).encode()
-        _check(_libc.sethostname(hostname, len(hostname)), "sethostname")
-        if config["loopback"]:
-            _loopback_up()
-        name, uid = config["user"]
-        _add_user(str(name), int(uid))
-    except Exception as ex:
-        os.write(answer, f"error: {ex}\n".encode())
-        os._exit(1)
-    os.write(answer, b"ready\n")
-    os.close(answer)
-    _reap_forever()
-
-
-def _keeper(config: dict[str, Any], answer: int, factory: int) -> NoReturn:
-    """Unshare the namespaces and fork PID 1 into them; live as long as it does."""
-    try:
-        _die_with_parent()
-        if os.getppid() != factory:  # the factory died before the request took effect
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if _parent_pid() != factory:  # the factory died before the request took effect
             os._exit(1)
         null = os.open("/dev/null", os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(null, fd)
         # nothing of the factory's (its socket above all) may reach the sandbox
-        os.closerange(3, answer)
-        os.closerange(answer + 1, _MAX_FD)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        flags = _CLONE_NEWNS | _CLONE_NEWUTS | _CLONE_NEWIPC | _CLONE_NEWPID
-        if config["loopback"]:
-            flags |= _CLONE_NEWNET
-        _check(_libc.unshare(flags), "unshare")
-        pid = os.fork()
-        if pid == 0:
-            _init(config, answer)
-        os.write(answer, f"pid {pid}\n".encode())
-        os.close(answer)
-        os.waitpid(pid, 0)
+        keep = control.fileno()
+        os.closerange(3, keep)
+        os.closerange(keep + 1, _MAX_FD)
+        # first of all, a handle on PID 1, so that the server can end it whatever happens next
+        pidfd = os.pidfd_open(1)
+        socket.send_fds(control, [b"started"], [pidfd])
+        os.close(pidfd)
+        _boot(config, base, control)
+    except BaseException as ex:
+        try:
+            control.send(f"error: {ex}".encode())
+        finally:
+            os._exit(1)
+    try:
+        _serve_commands(control)
+    finally:
+        os._exit(0)
+
+
+# PID 1: commands
+
+
+def _serve_commands(control: socket.socket) -> None:
+    wake, woken = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(woken)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    running: dict[int, int] = {}
+    """A running command's pid to the write end of its status pipe."""
+    poller = select.poll()
+    poller.register(control, select.POLLIN)
+    poller.register(wake, select.POLLIN)
+    while True:
+        for fd, _ in poller.poll():
+            if fd == wake:
+                os.read(wake, 4096)
+                _reap(running)
+            elif not _request(control, running):
+                return  # the server closed the sandbox
+
+
+def _request(control: socket.socket, running: dict[int, int]) -> bool:
+    """Serve one request (False at end of file)."""
+    data, fds = _receive(control, 4096, 5)
+    if not data:
+        return False
+    verb, _, rest = data.partition(b" ")
+    if verb == b"spawn" and len(fds) >= 4:
+        _spawn(fds, running)
+    elif verb == b"signal":
+        pid, sig = map(int, rest.split())
+        if pid in running:  # not reaped: its group is still the command's
+            with contextlib.suppress(ProcessLookupError):  # an empty group: nothing to signal
+                os.killpg(pid, sig)
+    return True
+
+
+def _tell(fd: int, line: str) -> None:
+    with contextlib.suppress(OSError):  # the server stopped listening
+        os.write(fd, line.encode())
+
+
+def _spawn(fds: list[int], running: dict[int, int]) -> None:
+    request_fd, status, stdout, stderr, *stdin = fds
+    try:
+        request = marshal.loads(os.pread(request_fd, os.fstat(request_fd).st_size, 0))
+        pid = _start(request, stdin[0] if stdin else 0, stdout, stderr)
     except Exception as ex:
-        with contextlib.suppress(OSError):
-            os.write(answer, f"error: {ex}\n".encode())
-    os._exit(0)
+        _tell(status, f"error: {ex}\n")
+        os.close(status)
+        return
+    finally:
+        for fd in (request_fd, stdout, stderr, *stdin):
+            os.close(fd)
+    running[pid] = status
+    _tell(status, f"pid {pid}\n")
 
 
-def _serve(sandbox_dir: str, fd: int) -> None:
-    """Fork a keeper for every config received on `fd`, until the server closes it."""
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the keepers
-    factory = os.getpid()
-    with socket.socket(fileno=fd) as sock:
-        while True:
-            data, fds, _, _ = socket.recv_fds(sock, 65536, 1)
-            if not data or not fds:
-                return
-            answer = fds[0]
-            config = json.loads(data)
-            if os.path.dirname(str(config["dir"])) != sandbox_dir:
-                os.write(answer, f"error: {config['dir']!r} is not under {sandbox_dir}\n".encode())
-            elif os.fork() == 0:
-                _keeper(config, answer, factory)
-            os.close(answer)
+def _start(request: dict[str, Any], stdin: int, stdout: int, stderr: int) -> int:
+    """Start a command in its own session with the request's user, directory and environment."""
+    argv, env, cwd = request["argv"], request["env"], request["cwd"]
+    try:
+        os.chdir(cwd)
+    except OSError as ex:
+        return _failed(f"cannot change directory to {cwd!r}: {ex.strerror}", 125, stderr)
+    # posix_spawnp searches the caller's PATH, and resets the child's ids to the real ones
+    path = os.environ.get("PATH", os.defpath)
+    groups = None
+    try:
+        os.environ["PATH"] = env.get("PATH", os.defpath)
+        groups = _become(request["user"], request["uid"], request["gid"])
+        return _spawnp(argv, env, (stdin, stdout, stderr))
+    finally:
+        if groups is not None:
+            _become_root(groups)
+        os.environ["PATH"] = path
+        os.chdir("/")
+
+
+def _spawnp(argv: list[str], env: dict[str, str], stdio: tuple[int, int, int]) -> int:
+    try:
+        return os.posix_spawnp(
+            argv[0],
+            argv,
+            env,
+            file_actions=[(os.POSIX_SPAWN_DUP2, fd, n) for n, fd in enumerate(stdio)],
+            setsid=True,
+            resetids=True,
+            setsigdef=_DEFAULT_SIGNALS,
+        )
+    except OSError as ex:
+        code = 127 if ex.errno == errno.ENOENT else 126
+        return _failed(f"{argv[0]}: {ex.strerror}", code, stdio[2])
+
+
+def _become(name: str, uid: int, gid: int) -> list[int] | None:
+    """Make `uid` PID 1's real user, and `name`'s groups its groups (None for root).
+
+    PID 1 keeps its effective and saved ids (root), so it keeps its privileges: a child
+    spawned with `resetids` runs as the user, and `_become_root` undoes this.
+    """
+    if uid == 0:
+        return None
+    groups = os.getgroups()
+    try:
+        os.setgroups(os.getgrouplist(name, gid))
+        os.setresgid(gid, -1, -1)
+        os.setresuid(uid, -1, -1)
+    except OSError:
+        _become_root(groups)
+        raise
+    return groups
+
+
+def _become_root(groups: list[int]) -> None:
+    os.setresuid(0, -1, -1)
+    os.setresgid(0, -1, -1)
+    os.setgroups(groups)
+
+
+def _failed(message: str, code: int, stderr: int) -> int:
+    """A process that says why a command could not start and exits with `code`."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()
+            os.write(stderr, message.encode() + b"\n")
+        finally:
+            os._exit(code)
+    return pid
+
+
+def _reap(running: dict[int, int]) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        fd = running.pop(pid, None)
+        if fd is not None:  # else an orphan that was reparented to PID 1
+            _tell(fd, f"exit {os.waitstatus_to_exitcode(status)}\n")
+            os.close(fd)
 
 
 def main() -> None:
-    """Serve as the factory: argv is the sandbox directory and the request socket's fd."""
-    _serve(sys.argv[1], int(sys.argv[2]))
+    """Serve as the factory: argv is SANDBOXES BASE USER UID FD."""
+    sandboxes, base, name, uid, fd = sys.argv[1:]
+    broken = None
+    try:
+        _prepare(base, name, int(uid))
+    except OSError as ex:
+        broken = ex
+    if broken is None:
+        _serve(sandboxes, base, int(fd))
+    else:
+        _refuse(f"cannot prepare sandboxes: {broken}", int(fd))
+
+
+def _refuse(reason: str, fd: int) -> None:
+    """Answer every request with `reason`, until the server closes `fd`."""
+    with socket.socket(fileno=fd) as sock:
+        while True:
+            data, fds = _receive(sock, 65536, 1)
+            if not data or not fds:
+                return
+            with socket.socket(fileno=fds[0]) as control, contextlib.suppress(OSError):
+                control.send(f"error: {reason}".encode())
 
 
 if __name__ == "__main__":

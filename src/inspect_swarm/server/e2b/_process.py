@@ -15,6 +15,7 @@ from e2b.envd.process import process_pb as pb
 from e2b.envd.process.process_connect import Process
 from protobuf import Oneof
 
+from .._isolation import SandboxError
 from .._process import ChildProcess
 from ._envd import Envd, connect_errors
 from ._fs import resolve
@@ -155,9 +156,12 @@ class ProcessService(Process):
             raise ConnectError(Code.INVALID_ARGUMENT, "process.cmd is empty: name a program")
         stdin = request.stdin if request.has_field("stdin") else True
         cwd = resolve(config.cwd, user)
-        process = box.sandbox.exec(
-            [config.cmd, *config.args], {**box.env, **config.envs}, cwd, user, stdin
-        )
+        try:
+            process = await box.sandbox.exec(
+                [config.cmd, *config.args], {**box.env, **config.envs}, cwd, user, stdin
+            )
+        except SandboxError as ex:
+            raise ConnectError(Code.UNAVAILABLE, str(ex)) from None
         tag = request.tag if request.has_field("tag") else None
         command = Command(box, process, config, tag, stdin)
         box.commands[command.pid] = command
