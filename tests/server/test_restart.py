@@ -6,6 +6,11 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
+
+from inspect_swarm.server._cgroups import _ROOT, _V1_CONTROLLERS, _own_cgroups
+from inspect_swarm.server._isolation import base_cgroup_name
+
 from .conftest import Server, needs_namespaces, start_server, wait_for, wait_until
 
 pytestmark = needs_namespaces
@@ -57,3 +62,41 @@ def test_killed_server_restarts_with_runs_in_flight(tmp_path: Path) -> None:
     finally:
         second.kill()
     assert not _sandbox_processes(state)
+
+
+def _bases(state_dir: Path) -> list[Path]:
+    """The base cgroups of a server on `state_dir` that exist (one per controller on v1)."""
+    own, name = _own_cgroups(), base_cgroup_name(state_dir)
+    places = [own.get(""), *(f"{c}/{own.get(c, '/')}" for c in _V1_CONTROLLERS)]
+    return [path for path in (_ROOT / str(p).strip("/") / name for p in places) if path.is_dir()]
+
+
+def test_a_killed_servers_cgroups_go_when_the_next_starts_and_live_ones_stay(
+    tmp_path: Path,
+) -> None:
+    idle = start_server(tmp_path / "idle", "--memory-gib", "2")
+    try:
+        if idle.health()["isolation"]["cgroups"] == "none":  # type: ignore[index]
+            pytest.skip("no writable cgroups here")
+        with idle.client() as client:  # an idle server keeps an ended sandbox's cgroups
+            wait_for(client, client.swarms.start("true", count=1, size="1x1")["id"])
+        idle_bases = _bases(idle.state_dir)
+        killed = start_server(tmp_path / "killed", "--memory-gib", "2")
+        try:
+            _runs_in_flight(killed)
+        finally:
+            killed.kill(signal.SIGKILL)
+        killed_bases = _bases(killed.state_dir)
+        assert killed_bases and idle_bases
+
+        start_server(tmp_path / "next", "--memory-gib", "2").kill()
+        assert _bases(tmp_path / "killed") == []
+        assert _bases(tmp_path / "idle") == idle_bases
+        assert all(any(p.is_dir() for p in base.iterdir()) for base in idle_bases)
+        with idle.client() as client:
+            run = wait_for(client, client.swarms.start("true", count=1, size="1x1")["id"])
+            assert run["counts"]["succeeded"] == 1  # type: ignore[index]
+    finally:
+        idle.kill()
+    # stopped, not killed: a server removes its own
+    assert _bases(tmp_path / "idle") == [] and _bases(tmp_path / "next") == []

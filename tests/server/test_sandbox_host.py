@@ -7,6 +7,8 @@ import os
 import signal
 import socket
 import struct
+import subprocess
+import tempfile
 import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -117,17 +119,25 @@ async def test_commands_run_as_their_user_in_their_directory(sandbox: NamespaceS
 async def test_a_command_that_cannot_start_says_why_as_a_shell_would(
     sandbox: NamespaceSandbox,
 ) -> None:
-    root = sandbox.user("root")
+    root, user = sandbox.user("root"), sandbox.user("user")
     outcomes = []
-    for argv, cwd in [(["no-such-program"], "/"), (["/etc/passwd"], "/"), (["true"], "/nowhere")]:
+    for argv, cwd, who in [
+        (["no-such-program"], "/", root),
+        (["/etc/passwd"], "/", root),
+        (["true"], "/nowhere", root),
+        (["true"], "/root", user),  # root may enter it, the user may not
+        (["true"], "/root/..", user),
+    ]:
         tails = {"stdout": bytearray(), "stderr": bytearray()}
-        process = await sandbox.exec(argv, {}, cwd, root)
+        process = await sandbox.exec(argv, {}, cwd, who)
         outcomes.append((await _follow(process, tails), tails["stderr"].decode()))
         sandbox.forget(process)
     assert outcomes == [
         (127, "no-such-program: No such file or directory\n"),
         (126, "/etc/passwd: Permission denied\n"),
         (125, "cannot change directory to '/nowhere': No such file or directory\n"),
+        (125, "cannot change directory to '/root': Permission denied\n"),
+        (125, "cannot change directory to '/root/..': Permission denied\n"),
     ]
 
 
@@ -172,6 +182,82 @@ async def test_pid_1_ends_with_its_control_socket_and_then_commands_cannot_start
         await sandbox.exec(["true"], {}, "/", sandbox.user("root"))
 
 
+async def test_ending_a_sandbox_fails_the_commands_still_waiting_to_be_sent(
+    host: SandboxHost,
+) -> None:
+    sandbox = await host.create("sbx-backlog", LIMITS)
+    assert isinstance(sandbox, NamespaceSandbox) and sandbox.control is not None
+    # a PID 1 that does not read its requests, and little room for them: sends must wait
+    os.kill(sandbox.init_pid, signal.SIGSTOP)
+    sandbox.control.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1)
+    failures: list[str] = []
+
+    async def run() -> None:
+        with pytest.raises(SandboxError) as raised:
+            await sandbox.exec(["true"], {}, "/", sandbox.user("root"))
+        failures.append(str(raised.value))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            try:
+                for _ in range(20):
+                    tg.start_soon(run)
+                await anyio.wait_all_tasks_blocked()
+            finally:
+                await sandbox.close()
+    assert any(f"sandbox {sandbox.id} has ended" == failure for failure in failures)
+    assert all("ended" in failure for failure in failures)
+
+
+async def test_the_sandboxs_root_cannot_end_its_pid_1(sandbox: NamespaceSandbox) -> None:
+    # a signal reaches a namespace's init from inside only if it handles it: python does SIGINT
+    code, _ = await _run(sandbox, "kill -INT 1; kill -TERM 1; kill -HUP 1; sleep 0.2")
+    assert code == 0
+    assert await _run(sandbox, "trap - INT; kill -INT $$; echo not reached") == (-signal.SIGINT, "")
+
+
+def _take_pid(pid: int) -> subprocess.Popen[bytes] | None:
+    """A host process with the pid `pid` (free now), if others fork in between rarely."""
+    for _ in range(50):
+        Path("/proc/sys/kernel/ns_last_pid").write_text(str(pid - 1))
+        process = subprocess.Popen(["sleep", "60"])
+        if process.pid == pid:
+            return process
+        process.kill()
+        process.wait()
+    return None
+
+
+async def test_a_sandbox_whose_pid_1_ended_never_reaches_files_through_its_pid(
+    host: SandboxHost,
+) -> None:
+    # once PID 1 is gone, its pid may be a host process's, whose root is the host's
+    sandbox = await host.create("sbx-ended", LIMITS)
+    assert isinstance(sandbox, NamespaceSandbox)
+    marker = host.sandbox_dir.parent / "host-only"  # the state directory is masked inside
+    await anyio.Path(marker).write_text("host")
+    try:
+        with pytest.raises(FileNotFoundError):
+            sandbox.read_file(str(marker))
+        signal.pidfd_send_signal(sandbox.init_fd, signal.SIGKILL)
+        with anyio.fail_after(10):
+            await anyio.wait_readable(sandbox.init_fd)
+        impostor = _take_pid(sandbox.init_pid)
+        if impostor is None:
+            pytest.skip("could not give the pid to another process")
+        try:
+            with pytest.raises(ProcessLookupError, match=f"sandbox {sandbox.id} has ended"):
+                sandbox.read_file(str(marker))
+            with pytest.raises(ProcessLookupError):
+                sandbox.write_file(str(marker), b"written through the sandbox")
+        finally:
+            impostor.kill()
+            impostor.wait()
+        assert await anyio.Path(marker).read_text() == "host"
+    finally:
+        await sandbox.close()
+
+
 async def test_the_user_comes_from_a_layer_that_sandboxes_copy_on_write(
     host: SandboxHost,
 ) -> None:
@@ -186,6 +272,34 @@ async def test_the_user_comes_from_a_layer_that_sandboxes_copy_on_write(
     finally:
         await first.close()
         await second.close()
+
+
+@pytest.fixture
+def outside_tmp() -> Iterator[Path]:
+    """A directory sandboxes see (theirs is a /tmp of their own)."""
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as name:
+        os.chmod(name, 0o755)
+        yield Path(name)
+
+
+async def test_masks_hide_what_symlinks_lead_to(
+    host: SandboxHost, tmp_path: Path, outside_tmp: Path
+) -> None:
+    for name in ("one", "two/inner"):
+        (outside_tmp / name).mkdir(parents=True)
+        (outside_tmp / name / "key").write_text("secret")
+    (outside_tmp / "to-one").symlink_to(outside_tmp / "one")
+    (outside_tmp / "to-two").symlink_to("two")
+    masks = (str(outside_tmp / "to-one"), str(outside_tmp / "to-two" / "inner"))
+    host.config = IsolationConfig(tmp_path / "state", masks=masks)
+    sandbox = await host.create("sbx-masked", LIMITS)
+    try:
+        paths = " ".join(f"{outside_tmp}/{p}/key" for p in ("one", "to-one", "two/inner"))
+        code, output = await _run(sandbox, f"cat {paths} {outside_tmp}/to-two/inner/key")
+    finally:
+        await sandbox.close()
+    assert code == 1 and "secret" not in output
+    assert output.count("No such file or directory") == 4
 
 
 async def test_sandboxes_die_with_the_factory_and_the_next_boot_starts_another(
@@ -206,6 +320,35 @@ async def test_sandboxes_die_with_the_factory_and_the_next_boot_starts_another(
         assert len(_factories()) == 1 and _factories() != [factory]
     finally:
         await second.close()
+
+
+async def test_boots_racing_to_replace_a_dead_factory_leave_one_that_the_host_ends(
+    host: SandboxHost,
+) -> None:
+    await (await host.create("sbx-warm", LIMITS)).close()
+    (factory,) = _factories()
+    dead = os.pidfd_open(factory)
+    os.kill(factory, signal.SIGKILL)
+    with anyio.fail_after(10):
+        await anyio.wait_readable(dead)
+    os.close(dead)
+    boxes: list[Sandbox] = []
+
+    async def boot(name: str) -> None:
+        boxes.append(await host.create(name, LIMITS))
+
+    async with anyio.create_task_group() as tg:
+        for name in ("sbx-race1", "sbx-race2"):
+            tg.start_soon(boot, name)
+    try:
+        names = sorted([(await _run(box, "hostname"))[1] for box in boxes])
+        assert names == ["sbx-race1\n", "sbx-race2\n"]
+        (replacement,) = _factories()
+    finally:
+        for box in boxes:
+            await box.close()
+    await host.aclose()
+    assert not await anyio.Path(f"/proc/{replacement}").exists()  # ended and reaped
 
 
 async def test_a_boot_error_is_the_sandbox_error(host: SandboxHost, tmp_path: Path) -> None:
@@ -278,6 +421,37 @@ async def test_a_boot_answer_carries_pid_1_and_its_readiness_or_the_reason(
         ours.close()
 
 
+async def test_a_cancelled_boot_still_takes_pid_1s_handle_to_end_it(tmp_path: Path) -> None:
+    # the factory may have forked PID 1 already: without its pidfd, closing the sandbox could
+    # not end it, and PID 1 would go on to make the sandbox's directory and join its cgroups
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ours.setblocking(False)
+    sandbox = NamespaceSandbox(
+        "sbx-cancelled", tmp_path, Cgroups("none", {}), SandboxCgroup("none", {}), LIMITS
+    )
+    sandbox.control = ours
+
+    async def cancelled_boot() -> None:
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await _answer(sandbox)
+
+    try:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(cancelled_boot)
+                await anyio.wait_all_tasks_blocked()
+                pidfd = os.pidfd_open(os.getpid())
+                socket.send_fds(theirs, [b"started"], [pidfd])
+                os.close(pidfd)
+        assert sandbox.init_pid == os.getpid()
+    finally:
+        if sandbox.init_fd >= 0:
+            os.close(sandbox.init_fd)
+        ours.close()
+        theirs.close()
+
+
 async def test_ended_sandboxes_cgroups_serve_the_next_with_fresh_limits_and_oom_count(
     host: SandboxHost,
 ) -> None:
@@ -315,6 +489,18 @@ async def test_ended_sandboxes_cgroups_serve_the_next_with_fresh_limits_and_oom_
         assert (await _run(last, "true"))[0] == 0
     finally:
         await last.close()
+
+
+async def test_a_sandbox_has_at_most_its_pids_limit_of_processes(host: SandboxHost) -> None:
+    if host.cgroups.mode == "none":
+        pytest.skip("no writable cgroups here")
+    sandbox = await host.create("sbx-pids", Limits(2**30, 1, pids=16))
+    try:
+        _, output = await _run(sandbox, "for i in $(seq 30); do sleep 5 & done")
+        assert 10 < len(sandbox.cgroup.pids()) <= 16  # PID 1 and the sleeps that started
+    finally:
+        await sandbox.close()
+    assert "Cannot fork" in output
 
 
 async def test_spawned_processes_join_their_cgroups_before_the_command(

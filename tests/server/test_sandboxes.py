@@ -5,14 +5,17 @@ from __future__ import annotations
 import gc
 import json
 import os
+import signal
 import time
 from pathlib import Path
 
 import anyio
 import pytest
 
+from inspect_swarm.server._cgroups import Limits
 from inspect_swarm.server._engine import Engine, Settings
-from inspect_swarm.server._isolation import IsolationConfig, SandboxHost
+from inspect_swarm.server._isolation import IsolationConfig, NamespaceSandbox, Sandbox, SandboxHost
+from inspect_swarm.server._schema import StartBody
 from inspect_swarm.server._store import Store
 
 from .conftest import Server, needs_namespaces, start_server, wait_for, wait_until
@@ -214,6 +217,48 @@ def test_isolation(server: Server, tmp_path: Path) -> None:
         assert int(lines[4]) < 10  # own PID namespace
     assert not list(Path("/usr/local").glob("x-*"))  # the host's root is untouched
     assert json.dumps(done).count("host-secret") == 0
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_a_sandbox_that_ended_before_its_command_started_fails_with_why(
+    tmp_path: Path, anyio_backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = Store(tmp_path / "swarm.db")
+    host = SandboxHost(IsolationConfig(tmp_path / "state"))
+    engine = Engine(store, host, Settings(2))
+    boot = host.create
+
+    async def boot_then_end(sandbox_id: str, limits: Limits) -> Sandbox:
+        # its PID 1 dies between the boot and the command (the kernel's OOM killer, say)
+        sandbox = await boot(sandbox_id, limits)
+        assert isinstance(sandbox, NamespaceSandbox)
+        signal.pidfd_send_signal(sandbox.init_fd, signal.SIGKILL)
+        await anyio.wait_readable(sandbox.init_fd)
+        return sandbox
+
+    monkeypatch.setattr(host, "create", boot_then_end)
+    raw = {"command": "echo never", "count": 1, "size": {"vcpus": 1, "memoryGb": 1}}
+    try:
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                await tg.start(engine.serve)
+                view, _ = engine.start("acct_test", raw, StartBody.model_validate(raw), None)
+                run_id = view.run["id"]
+                while view.run["status"] != "completed":  # noqa: ASYNC110 (no event to await)
+                    await anyio.sleep(0.02)
+                tg.cancel_scope.cancel()
+        (sandbox,) = store.sandboxes(run_id)
+        assert (sandbox["status"], sandbox["error"]) == (
+            "failed",
+            f"sandbox {sandbox['sandbox_id']} has ended",
+        )
+        assert not (host.sandbox_dir / sandbox["sandbox_id"]).exists()
+    finally:
+        gc.unfreeze()
+        await host.aclose()
+        host.cgroups.remove_base()
+        store.close()
 
 
 @pytest.mark.anyio

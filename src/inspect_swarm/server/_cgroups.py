@@ -8,13 +8,22 @@ Making and removing a cgroup costs the server about a millisecond per sandbox (m
 load: a v1 memory cgroup is the slowest), so a sandbox's cgroups are kept once it has ended
 and emptied, and the next sandbox gets them with its own limits written and the `oom_kill`
 counter read afresh. At most as many are kept as ever ran at once.
+
+A server removes its base cgroups when it stops. One that is killed cannot, so each server
+names its bases in a claim, a file under /run/inspect-swarm that it holds locked (`flock`)
+for as long as it lives; a starting server removes the bases of every claim nobody holds.
+An idle live server's bases are empty too: only the lock tells a dead server's apart.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import secrets
 import signal
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -24,6 +33,9 @@ CgroupMode = Literal["v2", "v1", "none"]
 _ROOT = Path("/sys/fs/cgroup")
 _V1_CONTROLLERS = ("memory", "pids", "cpu")
 _CPU_PERIOD_US = 100_000
+_CLAIMS = Path("/run/inspect-swarm")
+_REMOVE_TRIES = 100
+_REMOVE_PAUSE = 0.02
 
 
 @dataclass(frozen=True)
@@ -59,6 +71,7 @@ class Cgroups:
         """Emptied cgroups of ended sandboxes, for the next ones of the same size (a lower
         memory limit would have the kernel reclaim what the last one left, at once)."""
         self._made = 0
+        self._claim: _Claim | None = None
 
     @classmethod
     def detect(cls, name: str = "inspect-swarm") -> Cgroups:
@@ -69,16 +82,24 @@ class Cgroups:
         v2 = _ROOT / own.get("", "/").lstrip("/")
         if "memory" in _controllers(_ROOT) and _writable(v2):
             with contextlib.suppress(OSError):
-                return cls("v2", {"": _v2_base(v2, name)})
+                return cls("v2", {"": _v2_base(v2, name)})._claimed()
         bases = {c: _ROOT / c / own.get(c, "/").lstrip("/") / name for c in _V1_CONTROLLERS}
         if all(_writable(base.parent) for base in bases.values()):
             for base in bases.values():
                 base.mkdir(exist_ok=True)
-            return cls("v1", bases)
+            return cls("v1", bases)._claimed()
         return cls("none", {})
 
-    def remove_all(self) -> None:
-        """Kill and remove every sandbox cgroup under this server's base (an earlier run's too)."""
+    def _claimed(self) -> Cgroups:
+        with contextlib.suppress(OSError):  # nowhere to claim: a killed server's bases stay
+            self._claim = _Claim.make(self._bases)
+        return self
+
+    def remove_all(self) -> bool:
+        """Kill and remove every sandbox cgroup under this server's base (an earlier run's too).
+
+        False when some would not go (processes that would not die).
+        """
         self._idle.clear()
         names = {
             path.name
@@ -87,10 +108,11 @@ class Cgroups:
             for path in base.iterdir()
             if path.is_dir()
         }
+        removed = True
         for name in sorted(names):
             group = SandboxCgroup(self.mode, {c: base / name for c, base in self._bases.items()})
-            group.kill_all()
-            group.remove()
+            removed = _kill_and_remove(group) and removed
+        return removed
 
     def remove_base(self) -> None:
         """Remove this server's idle cgroups and (empty) base cgroups when it stops."""
@@ -98,9 +120,24 @@ class Cgroups:
             for group in idle:
                 group.remove()
         self._idle.clear()
-        for base in self._bases.values():
-            with contextlib.suppress(OSError):
-                base.rmdir()
+        removed = _remove_dirs(self._bases.values())
+        if self._claim is not None:
+            # what is left (a sandbox that would not die) is the next server's to remove
+            self._claim.release(removed)
+            self._claim = None
+
+    def sweep(self) -> None:
+        """Remove the bases of servers that died without removing them (never a live one's)."""
+        if self.mode == "none":
+            return
+        live, dead = _Claim.scan()
+        for claim in dead:
+            # a live server on the same state directory has the same bases
+            bases = {c: base for c, base in claim.bases.items() if base not in live}
+            removed = False
+            with contextlib.suppress(OSError):  # what stays is the next server's to remove
+                removed = Cgroups(self.mode, bases).remove_all() and _remove_dirs(bases.values())
+            claim.release(removed)
 
     def create(self, limits: Limits) -> SandboxCgroup:
         """The cgroups of one sandbox (an idle one's, or new ones) with its limits set."""
@@ -129,6 +166,87 @@ class Cgroups:
             return False
         self._idle.setdefault(group.limits, []).append(group)
         return True
+
+
+def _kill_and_remove(group: SandboxCgroup) -> bool:
+    # a killed process leaves its cgroup a moment after it dies
+    for _ in range(_REMOVE_TRIES):
+        group.kill_all()
+        if group.remove():
+            return True
+        time.sleep(_REMOVE_PAUSE)
+    return False
+
+
+def _remove_dirs(paths: Iterable[Path]) -> bool:
+    removed = True
+    for path in paths:
+        try:
+            path.rmdir()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            removed = False
+    return removed
+
+
+@dataclass
+class _Claim:
+    """A server's claim on its base cgroups: a file naming them, locked while it lives."""
+
+    path: Path
+    fd: int
+    bases: dict[str, Path]
+
+    @classmethod
+    def make(cls, bases: dict[str, Path]) -> _Claim:
+        """Claim `bases` for this process, for as long as it lives."""
+        _CLAIMS.mkdir(mode=0o700, exist_ok=True)
+        while True:
+            path = _CLAIMS / f"{os.getpid()}-{secrets.token_hex(4)}"
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            # a starting server may have taken the new, empty file for a dead server's
+            if os.fstat(fd).st_nlink:
+                break
+            os.close(fd)
+        os.write(fd, "".join(f"{c} {base}\n" for c, base in bases.items()).encode())
+        return cls(path, fd, bases)
+
+    @classmethod
+    def scan(cls) -> tuple[set[Path], list[_Claim]]:
+        """The bases of live servers, and the claims of dead ones (locked, until released)."""
+        live: set[Path] = set()
+        dead: list[_Claim] = []
+        with contextlib.suppress(OSError):
+            for path in _CLAIMS.iterdir():
+                try:
+                    fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+                except OSError:
+                    continue  # released meanwhile
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    live.update(_claimed_bases(fd).values())
+                    os.close(fd)
+                    continue
+                if os.fstat(fd).st_nlink:
+                    dead.append(cls(path, fd, _claimed_bases(fd)))
+                else:  # another starting server removed it meanwhile
+                    os.close(fd)
+        return live, dead
+
+    def release(self, remove: bool) -> None:
+        """Give the claim up (and remove it, once its bases are gone)."""
+        if remove:
+            self.path.unlink(missing_ok=True)
+        os.close(self.fd)
+
+
+def _claimed_bases(fd: int) -> dict[str, Path]:
+    text = os.pread(fd, 65536, 0).decode(errors="replace")
+    pairs = (line.split(" ", 1) for line in text.splitlines() if " " in line)
+    return {controller: Path(base) for controller, base in pairs}
 
 
 def _controllers(path: Path) -> list[str]:

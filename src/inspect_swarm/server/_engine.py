@@ -42,6 +42,7 @@ GIB = 1024**3
 RECORDS_KEPT_SECONDS = 7 * 24 * 3600
 _DRAIN_SECONDS = 0.5
 _TICK_SECONDS = 1.0
+_CHECKPOINT_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -367,6 +368,7 @@ class Engine:
         gc.freeze()
         async with anyio.create_task_group() as tg:
             self._tg = tg
+            tg.start_soon(self._checkpoints)
             task_status.started()
             while True:
                 self._dispatch()
@@ -378,6 +380,12 @@ class Engine:
 
     def _wake(self) -> None:
         self._wakeup.set()
+
+    async def _checkpoints(self) -> None:
+        # the store's checkpoints fsync: never on the event loop
+        while True:
+            await anyio.sleep(_CHECKPOINT_SECONDS)
+            await anyio.to_thread.run_sync(self.store.checkpoint)
 
     def _dispatch(self) -> None:
         assert self._tg is not None

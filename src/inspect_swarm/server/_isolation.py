@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import array
 import contextlib
+import errno
 import fcntl
 import hashlib
 import marshal
 import os
+import select
 import shutil
 import signal
 import socket
@@ -131,6 +133,10 @@ class Sandbox:
         self._processes.add(process)
         return process
 
+    async def ended(self) -> None:
+        """Wait until the sandbox ends on its own (in this mode it never does)."""
+        await anyio.sleep_forever()
+
     def forget(self, process: ChildProcess) -> None:
         """Drop a finished process from the sandbox's bookkeeping."""
         self._processes.discard(process)
@@ -210,16 +216,24 @@ class NamespaceSandbox(Sandbox):
     init_pid: int = 0
     init_fd: int = -1
     """A pidfd of PID 1: signalled and watched without risk of a reused pid."""
+    root_fd: int = -1
+    """PID 1's root directory, opened once it is built."""
     control: socket.socket | None = None
     """PID 1's control socket: it starts and signals commands, and ends with it."""
     forwarder: Forwarder | None = None
     listener: socket.socket | None = None
     """A socket listening inside the sandbox, whose connections go to the server."""
+    _sending: anyio.Lock = field(default_factory=anyio.Lock)
 
     @property
     def root(self) -> str:
-        """The sandbox's root, reached through its PID 1."""
-        return f"/proc/{self.init_pid}/root"
+        """The sandbox's root while its PID 1 lives (ProcessLookupError once it has ended).
+
+        Not `/proc/<pid>/root`: once PID 1 ends, its pid may be a host process's.
+        """
+        if self.root_fd < 0 or _ended(self.init_fd):
+            raise ProcessLookupError(errno.ESRCH, f"sandbox {self.id} has ended")
+        return f"/proc/self/fd/{self.root_fd}"
 
     async def _start(
         self, argv: Sequence[str], env: dict[str, str], cwd: str, user: User, stdin: bool
@@ -251,17 +265,15 @@ class NamespaceSandbox(Sandbox):
         return process
 
     async def _send(self, message: bytes, fds: Sequence[int]) -> None:
-        control = self.control
-        try:
-            while control is not None:
-                try:
-                    socket.send_fds(control, [message], fds)
-                    return
-                except BlockingIOError:
-                    await anyio.wait_writable(control)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
+        if self.control is not None:
+            with contextlib.suppress(*_ENDED):
+                await _send_fds(self.control, self._sending, message, fds)
+                return
         raise SandboxError(f"sandbox {self.id} has ended")
+
+    async def ended(self) -> None:
+        """Wait until PID 1 ends, and the whole sandbox with it (not while closing it)."""
+        await anyio.wait_readable(self.init_fd)
 
     def _signal(self, pid: int, sig: int) -> None:
         if self.control is not None:
@@ -286,8 +298,11 @@ class NamespaceSandbox(Sandbox):
                 await anyio.wait_readable(self.init_fd)
                 os.close(self.init_fd)
                 self.init_fd = -1
+            if self.root_fd >= 0:
+                os.close(self.root_fd)
+                self.root_fd = -1
             if self.control is not None:
-                self.control.close()
+                _close_socket(self.control)
                 self.control = None
             await super().close()
 
@@ -321,6 +336,12 @@ class ProcessSandbox(Sandbox):
         return User(name, os.geteuid(), os.getegid(), home)
 
 
+def base_cgroup_name(state_dir: Path) -> str:
+    """The name of the cgroups under which a server on `state_dir` puts its sandboxes'."""
+    digest = hashlib.sha1(str(state_dir.resolve()).encode()).hexdigest()[:10]
+    return f"inspect-swarm-{digest}"
+
+
 class SandboxHost:
     """Makes the sandboxes of one server, in the best mode this machine allows."""
 
@@ -337,8 +358,7 @@ class SandboxHost:
             if config.mode == "namespaces" or (config.mode == "auto" and supported)
             else "process"
         )
-        digest = hashlib.sha1(str(config.state_dir.resolve()).encode()).hexdigest()[:10]
-        self.cgroups = Cgroups.detect(f"inspect-swarm-{digest}")
+        self.cgroups = Cgroups.detect(base_cgroup_name(config.state_dir))
         self.sandbox_dir = config.state_dir.resolve() / "sbx"
         self._forwarder = None if config.forward is None else Forwarder(config.forward)
         base = config.state_dir.resolve() / "base"
@@ -373,8 +393,9 @@ class SandboxHost:
             self._forwarder.close()
 
     def reap_leftovers(self) -> None:
-        """Remove what sandboxes of an earlier run of this server left behind."""
+        """Remove what sandboxes of an earlier run of this server, and killed servers, left."""
         self.cgroups.remove_all()
+        self.cgroups.sweep()
         shutil.rmtree(self.sandbox_dir, ignore_errors=True)
         self.sandbox_dir.mkdir(parents=True, exist_ok=True)
         _spread_subdirectories(self.sandbox_dir)
@@ -413,6 +434,10 @@ class SandboxHost:
         with theirs:
             await self._factory.request(marshal.dumps(config), theirs.fileno())
         sandbox.listener = await _answer(sandbox)
+        # PID 1 has pivoted into the sandbox's root; `root` checks it still lives before use
+        sandbox.root_fd = os.open(
+            f"/proc/{sandbox.init_pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
+        )
         if sandbox.listener is not None and self._forwarder is not None:
             sandbox.forwarder = self._forwarder
             self._forwarder.add(sandbox.listener)
@@ -426,6 +451,7 @@ class _Factory:
         """What the factory is started with: its sandboxes' directory, base layer, user, uid."""
         self._socket: socket.socket | None = None
         self._process: ChildProcess | None = None
+        self._sending = anyio.Lock()
 
     def _start(self) -> socket.socket:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -447,27 +473,26 @@ class _Factory:
         for attempt in (1, 2):
             sock = self._socket or self._start()
             try:
-                while True:
-                    try:
-                        socket.send_fds(sock, [config], [control])
-                        return
-                    except BlockingIOError:
-                        await anyio.wait_writable(sock)
-            except (BrokenPipeError, ConnectionResetError):
-                await self.stop()  # it died, killing its sandboxes: start a new one
+                await _send_fds(sock, self._sending, config, [control])
+                return
+            except _ENDED:
+                # it died, killing its sandboxes: start a new one (unless another boot has)
+                if sock is self._socket:
+                    await self.stop()
                 if attempt == 2:
-                    raise
+                    raise SandboxError("the sandbox factory ended twice in a row") from None
 
     async def stop(self) -> None:
         """Kill the factory (and so every sandbox it made), if it runs."""
-        if self._socket is not None:
-            self._socket.close()
-            self._socket = None
-        if self._process is not None:
-            self._process.signal(signal.SIGKILL)
-            await self._process.wait()
-            self._process.close()
-            self._process = None
+        # forget it first: a boot meanwhile starts a new factory, which this must not touch
+        sock, self._socket = self._socket, None
+        process, self._process = self._process, None
+        if sock is not None:
+            _close_socket(sock)
+        if process is not None:
+            process.signal(signal.SIGKILL)
+            await process.wait()
+            process.close()
 
 
 async def _answer(sandbox: NamespaceSandbox) -> socket.socket | None:
@@ -476,8 +501,12 @@ async def _answer(sandbox: NamespaceSandbox) -> socket.socket | None:
     with PID 1's or the factory's reason (PID 1's pidfd kept, for `close` to end it)."""
     assert sandbox.control is not None
     message, fds = "", list[int]()
-    with anyio.move_on_after(_BOOT_TIMEOUT) as waited:
+    deadline = anyio.current_time() + _BOOT_TIMEOUT
+    # once the factory has the request, PID 1 may exist and only its pidfd can end it: take
+    # that first answer (at once, unless the factory is stuck) even from a cancelled boot
+    with anyio.CancelScope(deadline=deadline, shield=True) as first:
         message, fds = await _receive(sandbox.control)
+    with anyio.CancelScope(deadline=deadline) as rest:
         if message == "started" and fds:
             sandbox.init_fd = fds.pop(0)
             sandbox.init_pid = _pidfd_pid(sandbox.init_fd)
@@ -486,14 +515,46 @@ async def _answer(sandbox: NamespaceSandbox) -> socket.socket | None:
     if message == "ready" and sandbox.init_fd >= 0:
         return socket.socket(fileno=fds[0]) if fds else None
     _close_all(fds)
-    if waited.cancelled_caught:
+    if first.cancelled_caught or rest.cancelled_caught:
         raise SandboxError(f"no answer from the sandbox's init in {_BOOT_TIMEOUT:g} s")
     raise SandboxError(message.removeprefix("error: ") or "the sandbox's init ended")
+
+
+_ENDED = (BrokenPipeError, ConnectionResetError, anyio.ClosedResourceError)
+"""How sending to a process that has ended (or on a socket closed meanwhile) fails."""
+
+
+async def _send_fds(
+    sock: socket.socket, lock: anyio.Lock, message: bytes, fds: Sequence[int]
+) -> None:
+    """Send a message with descriptors on a non-blocking socket, waiting while it is full."""
+    # anyio lets only one task wait to write to a socket: the others wait their turn here
+    async with lock:
+        while sock.fileno() >= 0:
+            try:
+                socket.send_fds(sock, [message], fds)
+                return
+            except BlockingIOError:
+                await anyio.wait_writable(sock)
+        raise anyio.ClosedResourceError
+
+
+def _close_socket(sock: socket.socket) -> None:
+    """Close a socket a task may be waiting on (it would watch a closed number, never woken)."""
+    anyio.notify_closing(sock)
+    sock.close()
 
 
 def _close_all(fds: list[int]) -> None:
     for fd in fds:
         os.close(fd)
+
+
+def _ended(pidfd: int) -> bool:
+    """Whether the process of a pidfd has ended (a pidfd is readable from then on)."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def _pidfd_pid(pidfd: int) -> int:

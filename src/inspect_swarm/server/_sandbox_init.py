@@ -34,9 +34,10 @@ be megabytes); `signal PID SIG` sends SIG to the process group of a command stil
 PID 1 writes `pid N` (N as seen inside the sandbox) to the status pipe, then `exit CODE`
 (negative: killed by that signal) once it has reaped the command. A command that cannot
 start is a process that says why on its stderr and exits 127 (no such program), 126 (not
-executable) or 125 (no such directory), as `env` would. As after any `posix_spawn` of glibc,
-commands start with glibc's two internal signals (32 and 33) ignored, until a program that
-uses them sets them.
+executable) or 125 (no such directory, or one its user may not enter), as `env` would. As
+after any `posix_spawn` of glibc, commands start with glibc's two internal signals (32 and 33)
+ignored, until a program that uses them sets them. PID 1 ignores SIGINT, the one signal
+python would have it handle: no signal sent from inside the sandbox can end it.
 """
 
 from __future__ import annotations
@@ -85,8 +86,8 @@ _DEVICES = {
     "urandom": (1, 9),
     "tty": (5, 0),
 }
-# what python ignores, and a command must not inherit ignored
-_DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD)
+# what python and PID 1 ignore, and a command must not inherit ignored
+_DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD, signal.SIGINT)
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -226,7 +227,9 @@ def _mount_dev(root: str) -> None:
 
 
 def _mask(root: str, path: str) -> None:
-    target = root + path
+    # the overlay shows the host's root as the host resolves it: a mask at or below a link
+    # must cover where the link leads (resolved here, the link would lead out of `root`)
+    target = root + os.path.realpath(path)
     if os.path.isdir(target) and not os.path.islink(target):
         _mount("tmpfs", target, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV, "size=4k,mode=755")
     elif os.path.isfile(target) and not os.path.islink(target):
@@ -314,6 +317,9 @@ def _boot(config: dict[str, Any], base: str, control: socket.socket) -> None:
 def _init(config: dict[str, Any], base: str, control: socket.socket, factory: int) -> NoReturn:
     """PID 1: boot the sandbox, then serve its control socket until the server closes it."""
     try:
+        # from inside, a namespace's init gets only the signals it handles: python handles
+        # SIGINT, which would let the sandbox's root end PID 1
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if _parent_pid() != factory:  # the factory died before the request took effect
             os._exit(1)
@@ -401,22 +407,31 @@ def _spawn(fds: list[int], running: dict[int, int]) -> None:
 def _start(request: dict[str, Any], stdin: int, stdout: int, stderr: int) -> int:
     """Start a command in its own session with the request's user, directory and environment."""
     argv, env, cwd = request["argv"], request["env"], request["cwd"]
-    try:
-        os.chdir(cwd)
-    except OSError as ex:
-        return _failed(f"cannot change directory to {cwd!r}: {ex.strerror}", 125, stderr)
     # posix_spawnp searches the caller's PATH, and resets the child's ids to the real ones
     path = os.environ.get("PATH", os.defpath)
     groups = None
     try:
         os.environ["PATH"] = env.get("PATH", os.defpath)
         groups = _become(request["user"], request["uid"], request["gid"])
+        try:
+            _enter(cwd, groups is not None)
+        except OSError as ex:
+            return _failed(f"cannot change directory to {cwd!r}: {ex.strerror}", 125, stderr)
         return _spawnp(argv, env, (stdin, stdout, stderr))
     finally:
         if groups is not None:
             _become_root(groups)
         os.environ["PATH"] = path
         os.chdir("/")
+
+
+def _enter(cwd: str, as_user: bool) -> None:
+    """Change to `cwd`, refusing what the command's user could not enter on its own."""
+    # PID 1 enters as root: `access` checks each component as the real (the command's) user
+    allowed = not as_user or os.access(cwd, os.X_OK)
+    os.chdir(cwd)
+    if not allowed:
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
 
 
 def _spawnp(argv: list[str], env: dict[str, str], stdio: tuple[int, int, int]) -> int:

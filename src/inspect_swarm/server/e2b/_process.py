@@ -100,7 +100,9 @@ class Command:
             for follower in self._followers:
                 follower.close()
             self.box.commands.pop(self.pid, None)
-            self.box.sandbox.forget(self.process)
+            # one cut short (the server is stopping) is its sandbox's to kill and wait for
+            if self.process.returncode is not None:
+                self.box.sandbox.forget(self.process)
 
     async def _relay(self, stream: str, done: anyio.Event) -> None:
         async for chunk in self.process.chunks(stream):

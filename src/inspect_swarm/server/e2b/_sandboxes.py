@@ -199,18 +199,19 @@ class E2BSandboxes:
             raise E2BError(400, f"timeout must be 1 to {most} seconds, got {timeout}")
 
     async def _lifetime(self, box: E2BSandbox) -> None:
+        why = "server stopped"
         try:
             with box.scope:
-                await anyio.sleep_forever()
+                await box.sandbox.ended()
+            # unless ended by us, its deadline passed or its PID 1 was killed (from outside)
+            why = "timeout" if box.scope.cancelled_caught else "init ended"
         finally:
-            # its own scope caught the cancellation: its deadline passed, unless ended by us
-            caught = "timeout" if box.scope.cancelled_caught else "server stopped"
             with anyio.CancelScope(shield=True):
                 del self._live[box.id]
                 await box.sandbox.close()
                 self.engine.unbook(box.size.memoryGb)
                 self.engine.store.update_long_lived(
-                    box.id, ended_at=time.time(), end_reason=box.end_reason or caught
+                    box.id, ended_at=time.time(), end_reason=box.end_reason or why
                 )
                 box.ended.set()
 

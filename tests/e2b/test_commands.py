@@ -1,0 +1,125 @@
+"""Commands of long-lived sandboxes on the server's engine: a stopping server, a dead sandbox."""
+
+from __future__ import annotations
+
+import base64
+import gc
+import select
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import pytest
+from connectrpc.code import Code
+from connectrpc.errors import ConnectError
+from connectrpc.method import IdempotencyLevel, MethodInfo
+from connectrpc.request import Headers, RequestContext
+from e2b.envd.process import process_pb as pb
+
+from inspect_swarm.server._engine import Engine, Settings
+from inspect_swarm.server._isolation import IsolationConfig, NamespaceSandbox, SandboxHost
+from inspect_swarm.server._schema import Size
+from inspect_swarm.server._store import Store
+from inspect_swarm.server.e2b._envd import Envd
+from inspect_swarm.server.e2b._process import Command, ProcessService
+from inspect_swarm.server.e2b._sandboxes import E2BSandbox, E2BSandboxes
+
+from ..server.conftest import needs_namespaces
+
+pytestmark = pytest.mark.anyio
+
+ACCOUNT = "acct_test"
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(params=["process", pytest.param("namespaces", marks=needs_namespaces)])
+async def engine(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Engine]:
+    """An engine with 4 GiB to book (its test serves it in its own task group)."""
+    store = Store(tmp_path / "swarm.db")
+    host = SandboxHost(IsolationConfig(tmp_path / "state", request.param))
+    try:
+        yield Engine(store, host, Settings(4))
+    finally:
+        gc.unfreeze()
+        await host.aclose()
+        host.reap_leftovers()
+        host.cgroups.remove_base()
+        store.close()
+
+
+async def _start_command(sandboxes: E2BSandboxes, argv: list[str]) -> tuple[E2BSandbox, Command]:
+    box = await sandboxes.start(ACCOUNT, "base", Size(vcpus=1, memoryGb=1), 60, {}, {})
+    process = await box.sandbox.exec(argv, box.env)
+    command = Command(box, process, pb.ProcessConfig(cmd=argv[0], args=argv[1:]), None, False)
+    box.commands[command.pid] = command
+    sandboxes.engine.start_soon(command.run)
+    return box, command
+
+
+async def test_a_stopping_server_ends_sandboxes_with_commands_running(engine: Engine) -> None:
+    # the command's task and the sandbox's end at once: the sandbox's kills and waits for it
+    sandboxes = E2BSandboxes(engine)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            await tg.start(engine.serve)
+            box, command = await _start_command(sandboxes, ["sleep", "60"])
+            await anyio.wait_all_tasks_blocked()
+            tg.cancel_scope.cancel()
+    assert box.ended.is_set() and command.process.returncode == -signal.SIGKILL
+    record = engine.store.long_lived(box.id, ACCOUNT)
+    assert record is not None and record["end_reason"] == "server stopped"
+
+
+def _start_context(box: E2BSandbox, user: str) -> RequestContext[pb.StartRequest, pb.StartResponse]:
+    start = MethodInfo(
+        name="Start",
+        service_name="process.Process",
+        input=pb.StartRequest,
+        output=pb.StartResponse,
+        idempotency_level=IdempotencyLevel.UNKNOWN,
+    )
+    headers = Headers(
+        {
+            "e2b-sandbox-id": box.id,
+            "x-access-token": box.token,
+            "authorization": "Basic " + base64.b64encode(f"{user}:".encode()).decode(),
+        }
+    )
+    return RequestContext(method=start, http_method="POST", request_headers=headers)
+
+
+@needs_namespaces
+@pytest.mark.parametrize("engine", ["namespaces"], indirect=True)
+async def test_a_sandbox_ends_with_its_pid_1_and_a_command_it_could_not_start_fails(
+    engine: Engine,
+) -> None:
+    sandboxes = E2BSandboxes(engine)
+    service = ProcessService(Envd(engine, sandboxes))
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            await tg.start(engine.serve)
+            box = await sandboxes.start(ACCOUNT, "base", Size(vcpus=1, memoryGb=1), 60, {}, {})
+            sandbox = box.sandbox
+            assert isinstance(sandbox, NamespaceSandbox)
+            # PID 1 killed from outside (it ignores what the sandbox could send it), and gone
+            # before the server's event loop runs again
+            signal.pidfd_send_signal(sandbox.init_fd, signal.SIGKILL)
+            select.select([sandbox.init_fd], [], [], 10)
+            # a command asked for at that moment: the sandbox ended before it started
+            request = pb.StartRequest(process=pb.ProcessConfig(cmd="true"))
+            with pytest.raises(ConnectError) as refused:
+                async for _ in service.start(request, _start_context(box, "root")):
+                    pass
+            assert refused.value.code == Code.UNAVAILABLE
+            assert refused.value.message == f"sandbox {box.id} has ended"
+            await box.ended.wait()  # and the server saw it end
+            tg.cancel_scope.cancel()
+    assert sandboxes.live(box.id) is None
+    record = engine.store.long_lived(box.id, ACCOUNT)
+    assert record is not None and record["end_reason"] == "init ended"
+    engine.book(4)  # its memory was given back
