@@ -277,3 +277,11 @@ async def test_collections_skip_what_the_server_made_at_startup(
     finally:
         gc.unfreeze()
         store.close()
+
+
+def test_a_fifo_as_the_result_file_does_not_stall_the_server(server: Server) -> None:
+    with server.client() as client:
+        run = client.swarms.start("mkfifo /tmp/r", count=1, size=TINY, result_path="/tmp/r")
+        (sandbox,) = wait_for(client, run["id"])["sandboxes"]
+        assert client.swarms.get(run["id"])["status"] == "completed"  # the server answers
+    assert "resultPath /tmp/r" in sandbox["error"] and "not a regular file" in sandbox["error"]

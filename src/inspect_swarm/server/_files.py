@@ -82,10 +82,8 @@ def read_file(root: str, path: str, limit: int | None = None) -> bytes:
     """Read a file of the sandbox (at most `limit` bytes plus one, to detect overflow)."""
     path = _resolve_final(root, path)
     with _walk_parent(root, path, create_dirs=False) as (parent, name):
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+        fd = _open_regular(name, os.O_RDONLY, 0, parent, path)
     with os.fdopen(fd, "rb") as file:
-        if stat.S_ISDIR(os.fstat(fd).st_mode):
-            raise IsADirectoryError(errno.EISDIR, "is a directory", path)
         return file.read() if limit is None else file.read(limit + 1)
 
 
@@ -94,10 +92,29 @@ def write_file(
 ) -> None:
     """Write a file of the sandbox, making missing parent directories."""
     path = _resolve_final(root, path)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
     with _walk_parent(root, path, create_dirs=True) as (parent, name):
-        fd = os.open(name, flags, mode, dir_fd=parent)
+        fd = _open_regular(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode, parent, path)
     with os.fdopen(fd, "wb") as file:
         if owner is not None:
             os.fchown(fd, *owner)
         file.write(data)
+
+
+def _open_regular(name: str, flags: int, mode: int, parent: int, path: str) -> int:
+    """Open a regular file only: a FIFO or a device a sandbox put in its place would block
+    the server's reads and writes, or never end."""
+    # non-blocking, so opening a FIFO returns (or fails) at once instead of waiting for its
+    # other end
+    flags |= os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    fd = os.open(name, flags, mode, dir_fd=parent)
+    try:
+        kind = os.fstat(fd).st_mode
+        if stat.S_ISDIR(kind):
+            raise IsADirectoryError(errno.EISDIR, "is a directory", path)
+        if not stat.S_ISREG(kind):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
