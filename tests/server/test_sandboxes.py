@@ -285,3 +285,22 @@ def test_a_fifo_as_the_result_file_does_not_stall_the_server(server: Server) -> 
         (sandbox,) = wait_for(client, run["id"])["sandboxes"]
         assert client.swarms.get(run["id"])["status"] == "completed"  # the server answers
     assert "resultPath /tmp/r" in sandbox["error"] and "not a regular file" in sandbox["error"]
+
+
+def test_root_in_a_sandbox_has_no_capability_that_reaches_past_it(server: Server) -> None:
+    script = (
+        "grep CapEff /proc/self/status; "
+        "mknod /tmp/disk b 8 0 2>/dev/null && echo made a device; "
+        "mount -t tmpfs none /mnt 2>/dev/null && echo mounted; "
+        "chown 1000 /tmp && echo chowned"
+    )
+    with server.client() as client:
+        run = client.swarms.start(script, count=1, size=TINY)
+        (sandbox,) = wait_for(client, run["id"])["sandboxes"]
+    lines = sandbox["stdoutTail"].splitlines()
+    effective = int(lines[0].split()[1], 16)
+    # CAP_DAC_READ_SEARCH, CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_SYS_PTRACE, CAP_SYS_ADMIN, CAP_MKNOD
+    assert all(not effective & (1 << cap) for cap in (2, 16, 17, 19, 21, 27))
+    # CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_KILL, CAP_SETGID, CAP_SETUID
+    assert all(effective & (1 << cap) for cap in (0, 1, 5, 6, 7))
+    assert lines[1:] == ["chowned"]

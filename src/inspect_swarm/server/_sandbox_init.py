@@ -37,7 +37,9 @@ start is a process that says why on its stderr and exits 127 (no such program), 
 executable) or 125 (no such directory, or one its user may not enter), as `env` would. As
 after any `posix_spawn` of glibc, commands start with glibc's two internal signals (32 and 33)
 ignored, until a program that uses them sets them. PID 1 ignores SIGINT, the one signal
-python would have it handle: no signal sent from inside the sandbox can end it.
+python would have it handle: no signal sent from inside the sandbox can end it. Commands,
+root's included, run with Docker's default capabilities less CAP_MKNOD: PID 1 drops the rest
+from its bounding set once the sandbox is built.
 """
 
 from __future__ import annotations
@@ -72,6 +74,27 @@ _MS_SLAVE = 1 << 19
 _MNT_DETACH = 2
 _SYS_PIVOT_ROOT = 155
 _PR_SET_PDEATHSIG = 1
+_PR_CAPBSET_DROP = 24
+# what a command run as root keeps: Docker's default set, less CAP_MKNOD (no device cgroup
+# here would stop a block device made with it); CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH,
+# CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_SYS_PTRACE and the rest would each reach past the sandbox
+_KEPT_CAPABILITIES = frozenset(
+    {
+        0,  # CAP_CHOWN
+        1,  # CAP_DAC_OVERRIDE
+        3,  # CAP_FOWNER
+        4,  # CAP_FSETID
+        5,  # CAP_KILL
+        6,  # CAP_SETGID
+        7,  # CAP_SETUID
+        8,  # CAP_SETPCAP
+        10,  # CAP_NET_BIND_SERVICE
+        13,  # CAP_NET_RAW
+        18,  # CAP_SYS_CHROOT
+        29,  # CAP_AUDIT_WRITE
+        31,  # CAP_SETFCAP
+    }
+)
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWUTS = 0x04000000
 _CLONE_NEWIPC = 0x08000000
@@ -307,11 +330,22 @@ def _boot(config: dict[str, Any], base: str, control: socket.socket) -> None:
     _check(_libc.sethostname(hostname, len(hostname)), "sethostname")
     if config["loopback"]:
         _loopback_up()
+    _drop_capabilities()
     if config["listen"] is None:
         control.send(b"ready")
     else:
         with _listen(*config["listen"]) as listener:
             socket.send_fds(control, [b"ready"], [listener.fileno()])
+
+
+def _drop_capabilities() -> None:
+    """Take the capabilities a command must not have out of PID 1's bounding set: PID 1
+    keeps its own, and whatever it starts, root included, can never gain them."""
+    with open("/proc/sys/kernel/cap_last_cap") as last:
+        capabilities = range(int(last.read()) + 1)
+    for capability in capabilities:
+        if capability not in _KEPT_CAPABILITIES:
+            _check(_libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0), "drop a capability")
 
 
 def _init(config: dict[str, Any], base: str, control: socket.socket, factory: int) -> NoReturn:
