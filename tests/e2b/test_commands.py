@@ -95,8 +95,9 @@ def _start_context(box: E2BSandbox, user: str) -> RequestContext[pb.StartRequest
 
 @needs_namespaces
 @pytest.mark.parametrize("engine", ["namespaces"], indirect=True)
+@pytest.mark.parametrize("user", ["root", "user"])
 async def test_a_sandbox_ends_with_its_pid_1_and_a_command_it_could_not_start_fails(
-    engine: Engine,
+    engine: Engine, user: str
 ) -> None:
     sandboxes = E2BSandboxes(engine)
     service = ProcessService(Envd(engine, sandboxes))
@@ -113,7 +114,7 @@ async def test_a_sandbox_ends_with_its_pid_1_and_a_command_it_could_not_start_fa
             # a command asked for at that moment: the sandbox ended before it started
             request = pb.StartRequest(process=pb.ProcessConfig(cmd="true"))
             with pytest.raises(ConnectError) as refused:
-                async for _ in service.start(request, _start_context(box, "root")):
+                async for _ in service.start(request, _start_context(box, user)):
                     pass
             assert refused.value.code == Code.UNAVAILABLE
             assert refused.value.message == f"sandbox {box.id} has ended"

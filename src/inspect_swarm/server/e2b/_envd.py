@@ -64,6 +64,8 @@ class Envd:
             return box.sandbox.user(name or _basic_user(headers) or DEFAULT_USER)
         except SandboxError as ex:
             raise E2BError(400, str(ex)) from None
+        except ProcessLookupError as ex:  # its PID 1 ended a moment ago: the sandbox with it
+            raise E2BError(502, ex.strerror or str(ex)) from None
 
 
 def _basic_user(headers: Mapping[str, str]) -> str | None:
