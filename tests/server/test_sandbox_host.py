@@ -575,3 +575,24 @@ def test_one_forwarder_passes_every_sandboxs_connections_on(echo_server: tuple[s
             client.close()
         forwarder.remove(listeners[1])
         forwarder.close()
+
+
+async def test_a_signal_reaches_a_command_while_pid_1_is_behind(
+    sandbox: NamespaceSandbox,
+) -> None:
+    process = await sandbox.exec(["/bin/sleep", "1000"], {}, None, sandbox.user("root"))
+    assert sandbox.control is not None
+    signal.pidfd_send_signal(sandbox.init_fd, signal.SIGSTOP)
+    try:
+        # PID 1 stopped, its control socket fills with harmless requests (signal 0)
+        while True:
+            try:
+                sandbox.control.send(f"signal {process.pid} 0".encode())
+            except BlockingIOError:
+                break
+        process.signal(signal.SIGKILL)
+    finally:
+        signal.pidfd_send_signal(sandbox.init_fd, signal.SIGCONT)
+    with anyio.fail_after(20):
+        assert await process.wait() == -signal.SIGKILL
+    sandbox.forget(process)

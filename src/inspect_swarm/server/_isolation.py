@@ -276,10 +276,16 @@ class NamespaceSandbox(Sandbox):
         await anyio.wait_readable(self.init_fd)
 
     def _signal(self, pid: int, sig: int) -> None:
-        if self.control is not None:
-            # a sandbox that is ending takes its commands with it
-            with contextlib.suppress(OSError):
-                self.control.send(f"signal {pid} {sig}".encode())
+        if self.control is None:
+            return  # a sandbox that is ending takes its commands with it
+        try:
+            self.control.send(f"signal {pid} {sig}".encode())
+        except BlockingIOError:
+            # PID 1 is behind on its requests: signal the group from here, never drop it
+            if not _ended(self.init_fd):
+                _signal_group_from_host(self.init_pid, pid, sig)
+        except OSError:
+            pass  # ending
 
     def kill_processes(self) -> None:
         """Kill PID 1, which ends the PID namespace and everything in it."""
@@ -522,6 +528,23 @@ async def _answer(sandbox: NamespaceSandbox) -> socket.socket | None:
 
 _ENDED = (BrokenPipeError, ConnectionResetError, anyio.ClosedResourceError)
 """How sending to a process that has ended (or on a socket closed meanwhile) fails."""
+
+
+def _signal_group_from_host(init_pid: int, pid: int, sig: int) -> None:
+    """Signal the process group of `pid`, a pid in the PID namespace of `init_pid`."""
+    namespace = os.readlink(f"/proc/{init_pid}/ns/pid")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        with contextlib.suppress(OSError):  # gone meanwhile
+            if os.readlink(f"/proc/{entry}/ns/pid") != namespace:
+                continue
+            with open(f"/proc/{entry}/status") as status:
+                nspid = next(line for line in status if line.startswith("NSpid:"))
+            if int(nspid.split()[-1]) == pid:
+                # the command leads its own session, so its host pid is its group's id
+                os.killpg(int(entry), sig)
+                return
 
 
 async def _send_fds(
