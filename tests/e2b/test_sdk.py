@@ -7,7 +7,14 @@ import uuid
 
 import pytest
 
-from e2b import AsyncSandbox, CommandExitException, Sandbox, SandboxQuery, TimeoutException
+from e2b import (
+    AsyncSandbox,
+    CommandExitException,
+    InvalidArgumentException,
+    Sandbox,
+    SandboxQuery,
+    TimeoutException,
+)
 
 from .conftest import Server, live_sandboxes
 
@@ -89,6 +96,20 @@ def test_sandboxes_are_isolated_from_each_other() -> None:
     finally:
         first.kill()
         second.kill()
+
+
+def test_a_fifo_or_device_is_no_file_to_read_or_write() -> None:
+    sbx = Sandbox.create()
+    try:
+        sbx.commands.run("mkfifo /tmp/pipe")
+        for path in ("/tmp/pipe", "/dev/zero"):
+            with pytest.raises(InvalidArgumentException, match="not a regular file"):
+                sbx.files.read(path)
+        with pytest.raises(InvalidArgumentException, match="not a regular file"):
+            sbx.files.write("/tmp/pipe", "x")
+        assert sbx.commands.run("echo alive").stdout == "alive\n"
+    finally:
+        sbx.kill()
 
 
 def test_an_agent_inside_a_sandbox_creates_a_child_sandbox(server: Server) -> None:

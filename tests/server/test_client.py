@@ -157,11 +157,6 @@ def test_tolerant_parsing_and_missing_key(monkeypatch: pytest.MonkeyPatch) -> No
         parse_size("big")
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 @pytest.mark.anyio
 async def test_the_async_client_retries_by_the_same_rules(monkeypatch: pytest.MonkeyPatch) -> None:
     sleeps: list[float] = []

@@ -40,9 +40,8 @@ def root(tmp_path: Path) -> str:
 def test_a_fifo_is_refused_at_once_for_reading_and_writing(root: str) -> None:
     with pytest.raises(OSError, match="not a regular file"):
         read_file(root, "/fifo")
-    with pytest.raises(OSError) as refused:
+    with pytest.raises(OSError, match="not a regular file"):
         write_file(root, "/fifo", b"x")
-    assert not isinstance(refused.value, TimeoutError)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root")

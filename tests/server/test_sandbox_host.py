@@ -39,11 +39,6 @@ pytestmark = [needs_namespaces, pytest.mark.anyio]
 LIMITS = Limits(2**30, 1)
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 @pytest.fixture
 async def host(tmp_path: Path) -> AsyncIterator[SandboxHost]:
     host = SandboxHost(IsolationConfig(tmp_path / "state"))

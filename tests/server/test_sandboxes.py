@@ -220,9 +220,8 @@ def test_isolation(server: Server, tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 async def test_a_sandbox_that_ended_before_its_command_started_fails_with_why(
-    tmp_path: Path, anyio_backend: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = Store(tmp_path / "swarm.db")
     host = SandboxHost(IsolationConfig(tmp_path / "state"))
@@ -262,10 +261,7 @@ async def test_a_sandbox_that_ended_before_its_command_started_fails_with_why(
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
-async def test_collections_skip_what_the_server_made_at_startup(
-    tmp_path: Path, anyio_backend: str
-) -> None:
+async def test_collections_skip_what_the_server_made_at_startup(tmp_path: Path) -> None:
     # a full collection of the ~200k objects of a started server would stall every request
     store = Store(tmp_path / "swarm.db")
     engine = Engine(store, SandboxHost(IsolationConfig(tmp_path, "process")), Settings(2))

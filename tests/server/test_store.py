@@ -53,9 +53,8 @@ def test_writes_never_checkpoint_and_lose_nothing_without_one(tmp_path: Path) ->
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 async def test_the_engine_checkpoints_in_a_worker_thread(
-    tmp_path: Path, anyio_backend: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = Store(tmp_path / "swarm.db")
     engine = Engine(store, SandboxHost(IsolationConfig(tmp_path, "process")), Settings(2))

@@ -358,15 +358,7 @@ class SandboxCgroup:
 
     def remove(self) -> bool:
         """Remove the (empty) cgroups; False while processes remain."""
-        removed = True
-        for path in self._dirs.values():
-            try:
-                path.rmdir()
-            except FileNotFoundError:
-                pass
-            except OSError:
-                removed = False
-        return removed
+        return _remove_dirs(self._dirs.values())
 
 
 # cgroup files are small and written often: without the text layer of `open`

@@ -106,7 +106,12 @@ def _open_regular(name: str, flags: int, mode: int, parent: int, path: str) -> i
     # non-blocking, so opening a FIFO returns (or fails) at once instead of waiting for its
     # other end
     flags |= os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    fd = os.open(name, flags, mode, dir_fd=parent)
+    try:
+        fd = os.open(name, flags, mode, dir_fd=parent)
+    except OSError as ex:
+        if ex.errno == errno.ENXIO:  # a FIFO without a reader, opened for writing
+            raise OSError(errno.EINVAL, "not a regular file", path) from None
+        raise
     try:
         kind = os.fstat(fd).st_mode
         if stat.S_ISDIR(kind):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Callable
@@ -72,7 +73,8 @@ def _os_error(ex: OSError, path: str) -> E2BError:
         PermissionError: 403,
         IsADirectoryError: 400,
         FileExistsError: 409,
-    }.get(type(ex), 500)
+        ProcessLookupError: 502,  # the sandbox ended meanwhile
+    }.get(type(ex), 400 if ex.errno == errno.EINVAL else 500)
     why = ex.strerror or str(ex)
     if isinstance(ex, IsADirectoryError):
         why = "path is a directory"
