@@ -300,3 +300,20 @@ def test_root_in_a_sandbox_has_no_capability_that_reaches_past_it(server: Server
     # CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_KILL, CAP_SETGID, CAP_SETUID
     assert all(effective & (1 << cap) for cap in (0, 1, 5, 6, 7))
     assert lines[1:] == ["chowned"]
+
+
+def test_root_in_a_sandbox_cannot_tune_or_read_the_hosts_kernel(server: Server) -> None:
+    # each write puts back the value it read: harmless even where it would succeed
+    script = (
+        "for t in kernel/core_pattern vm/swappiness; do "
+        'v=$(cat /proc/sys/$t); echo "$v" > /proc/sys/$t 2>/dev/null && echo tuned $t; done; '
+        "cat /proc/irq/default_smp_affinity > /proc/irq/default_smp_affinity 2>/dev/null "
+        "&& echo tuned irq; "
+        "for f in /proc/timer_list /proc/keys; do [ -s $f ] && echo read $f; done; "
+        "ls /sys/firmware | head -1; cat /proc/sys/kernel/ostype"
+    )
+    with server.client() as client:
+        run = client.swarms.start(script, count=1, size=TINY)
+        (sandbox,) = wait_for(client, run["id"])["sandboxes"]
+    # tunables stay readable
+    assert sandbox["stdoutTail"].splitlines() == ["Linux"]

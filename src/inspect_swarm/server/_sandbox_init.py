@@ -39,7 +39,9 @@ after any `posix_spawn` of glibc, commands start with glibc's two internal signa
 ignored, until a program that uses them sets them. PID 1 ignores SIGINT, the one signal
 python would have it handle: no signal sent from inside the sandbox can end it. Commands,
 root's included, run with Docker's default capabilities less CAP_MKNOD: PID 1 drops the rest
-from its bounding set once the sandbox is built.
+from its bounding set once the sandbox is built. As in Docker, the kernel's tunables under
+/proc/sys and the like are read-only, and what /proc and /sys tell of the host's kernel
+memory, keys, timers and firmware is hidden.
 """
 
 from __future__ import annotations
@@ -109,6 +111,21 @@ _DEVICES = {
     "urandom": (1, 9),
     "tty": (5, 0),
 }
+# what root in a sandbox could reach the host's kernel through without any capability, as
+# Docker hides it: tunables (a `kernel.core_pattern` runs a program on the host), interrupts
+# and buses made read-only; the kernel's memory, keys, timers and firmware hidden
+_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
+_HIDDEN = (
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/timer_list",
+    "/proc/sched_debug",
+    "/proc/latency_stats",
+    "/proc/acpi",
+    "/proc/scsi",
+    "/proc/asound",
+    "/sys/firmware",
+)
 # what python and PID 1 ignore, and a command must not inherit ignored
 _DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD, signal.SIGINT)
 
@@ -259,6 +276,13 @@ def _mask(root: str, path: str) -> None:
         _mount("/dev/null", target, None, _MS_BIND)
 
 
+def _read_only(root: str, path: str) -> None:
+    if os.path.exists(root + path):
+        _mount(root + path, root + path, None, _MS_BIND)
+        flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+        _mount("none", root + path, None, flags)
+
+
 def _mount_overlay(base: str, root: str) -> None:
     # volatile (Linux 5.10+) skips the syncs of a throwaway upper layer: copy-ups are ten
     # times faster, and ending the sandbox does not sync the whole disk
@@ -278,7 +302,9 @@ def _build_root(config: dict[str, Any], base: str) -> None:
     _mount("sysfs", root + "/sys", "sysfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
     _mount("tmpfs", root + "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777")
     _mount_dev(root)
-    for path in config["masks"]:
+    for path in _READ_ONLY:
+        _read_only(root, path)
+    for path in (*_HIDDEN, *config["masks"]):
         _mask(root, path)
     for path in config["shares"]:
         os.makedirs(root + path, exist_ok=True)
