@@ -8,6 +8,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -110,6 +111,14 @@ def test_argv_command_and_binary_result(server: Server) -> None:
     assert (sandbox["result"], sandbox["resultEncoding"]) == ("AP8B", "base64")
 
 
+def one_sandbox(server: Server, script: str) -> Any:
+    """Run `script` in one small sandbox; the sandbox's record once it has ended."""
+    with server.client() as client:
+        run = client.swarms.start(script, count=1, size=TINY)
+        (sandbox,) = wait_for(client, run["id"])["sandboxes"]
+    return sandbox
+
+
 def test_failures_carry_their_reason(server: Server) -> None:
     with server.client() as client:
         exit3 = client.swarms.start("echo out; echo err >&2; exit 3", count=1, size=TINY)
@@ -140,9 +149,7 @@ def test_failures_carry_their_reason(server: Server) -> None:
 
 
 def test_output_tails_keep_the_last_16_kb(server: Server) -> None:
-    with server.client() as client:
-        run = client.swarms.start("seq 1 20000", count=1, size=TINY)
-        (sandbox,) = wait_for(client, run["id"])["sandboxes"]
+    sandbox = one_sandbox(server, "seq 1 20000")
     tail = sandbox["stdoutTail"]
     assert len(tail.encode()) == 16 * 1024
     assert tail.endswith("19999\n20000\n")
@@ -290,9 +297,7 @@ def test_root_in_a_sandbox_has_no_capability_that_reaches_past_it(server: Server
         "mount -t tmpfs none /mnt 2>/dev/null && echo mounted; "
         "chown 1000 /tmp && echo chowned"
     )
-    with server.client() as client:
-        run = client.swarms.start(script, count=1, size=TINY)
-        (sandbox,) = wait_for(client, run["id"])["sandboxes"]
+    sandbox = one_sandbox(server, script)
     lines = sandbox["stdoutTail"].splitlines()
     effective = int(lines[0].split()[1], 16)
     # CAP_DAC_READ_SEARCH, CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_SYS_PTRACE, CAP_SYS_ADMIN, CAP_MKNOD
@@ -312,8 +317,6 @@ def test_root_in_a_sandbox_cannot_tune_or_read_the_hosts_kernel(server: Server) 
         "for f in /proc/timer_list /proc/keys; do [ -s $f ] && echo read $f; done; "
         "ls /sys/firmware | head -1; cat /proc/sys/kernel/ostype"
     )
-    with server.client() as client:
-        run = client.swarms.start(script, count=1, size=TINY)
-        (sandbox,) = wait_for(client, run["id"])["sandboxes"]
+    sandbox = one_sandbox(server, script)
     # tunables stay readable
     assert sandbox["stdoutTail"].splitlines() == ["Linux"]
