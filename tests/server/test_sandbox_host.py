@@ -591,3 +591,54 @@ async def test_a_signal_reaches_a_command_while_pid_1_is_behind(
     with anyio.fail_after(20):
         assert await process.wait() == -signal.SIGKILL
     sandbox.forget(process)
+
+
+async def test_a_reset_makes_anew_what_a_command_changed_and_keeps_pid_1(
+    sandbox: NamespaceSandbox,
+) -> None:
+    init_pid, upper = sandbox.init_pid, sandbox.dir / "up"
+    unchanged = upper.stat().st_ino
+    await sandbox.reset("sbx-again")
+    assert upper.stat().st_ino == unchanged  # a layer no command changed is kept
+    await _run(sandbox, "touch /marker /tmp/marker; sleep 1000 >/dev/null 2>&1 &")
+    await sandbox.reset("sbx-anew")
+    assert sandbox.init_pid == init_pid
+    assert upper.stat().st_ino != unchanged
+    assert sorted(p.name for p in sandbox.dir.iterdir()) == ["up", "wd"]  # the old one removed
+    _, out = await _run(sandbox, "ls /marker /tmp/marker; pgrep -c sleep; hostname")
+    assert out.splitlines()[:2] == ["0", "sbx-anew"]  # stdout, then stderr
+    assert out.count("No such file") == 2
+
+
+async def test_a_reset_makes_a_used_network_anew_with_a_listener_in_it(
+    tmp_path: Path, echo_server: tuple[str, int]
+) -> None:
+    host = SandboxHost(IsolationConfig(tmp_path / "state", forward=echo_server))
+    host.reap_leftovers()
+    sandbox = await host.create("sbx-net", LIMITS)
+    assert isinstance(sandbox, NamespaceSandbox) and sandbox.listener is not None
+    connect = (
+        'python3 -c \'import socket; c = socket.create_connection(("127.0.0.1", '
+        f'{echo_server[1]})); c.sendall(b"hi"); print(c.recv(9).decode())\''
+    )
+    try:
+        first = sandbox.listener
+        await sandbox.reset("sbx-quiet")  # nothing used the network: it stays
+        assert sandbox.listener is first and first.fileno() >= 0
+        assert (await _run(sandbox, connect))[1] == "HI\n"
+        await sandbox.reset("sbx-used")
+        assert sandbox.listener is not first and first.fileno() == -1
+        assert (await _run(sandbox, f"ss -tan | grep -c TIME-WAIT; {connect}"))[1] == "0\nHI\n"
+    finally:
+        await sandbox.close()
+        await host.aclose()
+        host.cgroups.remove_base()
+
+
+async def test_a_sandbox_whose_pid_1_ended_cannot_be_made_anew(
+    sandbox: NamespaceSandbox,
+) -> None:
+    sandbox.kill_processes()
+    await anyio.wait_readable(sandbox.init_fd)
+    with pytest.raises(SandboxError, match="ended"):
+        await sandbox.reset("sbx-never")

@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -226,13 +227,37 @@ def test_isolation(server: Server, tmp_path: Path) -> None:
     assert json.dumps(done).count("host-secret") == 0
 
 
-@pytest.mark.anyio
-async def test_a_sandbox_that_ended_before_its_command_started_fails_with_why(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+async def local(tmp_path: Path) -> AsyncIterator[tuple[Store, SandboxHost, Engine]]:
+    """A store, sandbox host and engine in this process (no HTTP), cleaned up after."""
     store = Store(tmp_path / "swarm.db")
     host = SandboxHost(IsolationConfig(tmp_path / "state"))
-    engine = Engine(store, host, Settings(2))
+    try:
+        yield store, host, Engine(store, host, Settings(2))
+    finally:
+        gc.unfreeze()
+        await host.aclose()
+        host.cgroups.remove_base()
+        store.close()
+
+
+async def run_to_completion(engine: Engine, raw: dict[str, Any]) -> str:
+    """Serve `engine` until the run `raw` starts has completed; the run's id."""
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            await tg.start(engine.serve)
+            view, _ = engine.start("acct_test", raw, StartBody.model_validate(raw), None)
+            while view.run["status"] != "completed":  # noqa: ASYNC110 (no event to await)
+                await anyio.sleep(0.02)
+            tg.cancel_scope.cancel()
+    return str(view.run["id"])
+
+
+@pytest.mark.anyio
+async def test_a_sandbox_that_ended_before_its_command_started_fails_with_why(
+    local: tuple[Store, SandboxHost, Engine], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, host, engine = local
     boot = host.create
 
     async def boot_then_end(sandbox_id: str, limits: Limits) -> Sandbox:
@@ -245,26 +270,43 @@ async def test_a_sandbox_that_ended_before_its_command_started_fails_with_why(
 
     monkeypatch.setattr(host, "create", boot_then_end)
     raw = {"command": "echo never", "count": 1, "size": {"vcpus": 1, "memoryGb": 1}}
-    try:
-        with anyio.fail_after(30):
-            async with anyio.create_task_group() as tg:
-                await tg.start(engine.serve)
-                view, _ = engine.start("acct_test", raw, StartBody.model_validate(raw), None)
-                run_id = view.run["id"]
-                while view.run["status"] != "completed":  # noqa: ASYNC110 (no event to await)
-                    await anyio.sleep(0.02)
-                tg.cancel_scope.cancel()
-        (sandbox,) = store.sandboxes(run_id)
-        assert (sandbox["status"], sandbox["error"]) == (
-            "failed",
-            f"sandbox {sandbox['sandbox_id']} has ended",
-        )
-        assert not (host.sandbox_dir / sandbox["sandbox_id"]).exists()
-    finally:
-        gc.unfreeze()
-        await host.aclose()
-        host.cgroups.remove_base()
-        store.close()
+    (sandbox,) = store.sandboxes(await run_to_completion(engine, raw))
+    assert (sandbox["status"], sandbox["error"]) == (
+        "failed",
+        f"sandbox {sandbox['sandbox_id']} has ended",
+    )
+    assert not (host.sandbox_dir / sandbox["sandbox_id"]).exists()
+
+
+@pytest.mark.anyio
+async def test_a_sandbox_that_cannot_be_made_anew_gives_way_to_a_new_one(
+    local: tuple[Store, SandboxHost, Engine], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, host, engine = local
+    boot, booted = host.create, list[NamespaceSandbox]()
+
+    async def boot_to_die_before_reset(sandbox_id: str, limits: Limits) -> Sandbox:
+        sandbox = await boot(sandbox_id, limits)
+        assert isinstance(sandbox, NamespaceSandbox)
+        booted.append(sandbox)
+        reset = sandbox.reset
+
+        async def die_then_reset(new_id: str) -> None:
+            # its PID 1 dies once its command has ended (the kernel's OOM killer, say)
+            signal.pidfd_send_signal(sandbox.init_fd, signal.SIGKILL)
+            await anyio.wait_readable(sandbox.init_fd)
+            await reset(new_id)
+
+        monkeypatch.setattr(sandbox, "reset", die_then_reset)
+        return sandbox
+
+    monkeypatch.setattr(host, "create", boot_to_die_before_reset)
+    raw = {"command": "hostname", "count": 2, "concurrency": 1, "size": {"vcpus": 1, "memoryGb": 1}}
+    sandboxes = store.sandboxes(await run_to_completion(engine, raw))
+    assert [(s["status"], s["stdout_tail"]) for s in sandboxes] == [
+        ("succeeded", f"{s['sandbox_id']}\n") for s in sandboxes
+    ]
+    assert len(booted) == 2 and not booted[0].dir.exists()
 
 
 @pytest.mark.anyio
@@ -320,3 +362,45 @@ def test_root_in_a_sandbox_cannot_tune_or_read_the_hosts_kernel(server: Server) 
     sandbox = one_sandbox(server, script)
     # tunables stay readable
     assert sandbox["stdoutTail"].splitlines() == ["Linux"]
+
+
+FRESH_CHECKS = (
+    # what an earlier sandbox of the run left must not be here
+    "ls -d /marker /root/marker /tmp/marker /dev/shm/marker /dev/marker 2>/dev/null; "
+    "ipcs -m | grep -c '^0x'; ps -eo args | grep -c '^sleep 1000'; stat -c %a /; hostname; "
+    "readlink /proc/self/ns/pid; "
+    # a port left in TIME-WAIT by a network that was used would not bind
+    'python3 -c \'import socket; s = socket.socket(); s.bind(("127.0.0.1", 5000)); s.listen(); '
+    'c = socket.create_connection(("127.0.0.1", 5000)); a, _ = s.accept(); a.close(); '
+    'print("bound")\'; '
+    # and leave things behind
+    "touch /marker /root/marker /tmp/marker /dev/shm/marker /dev/marker; "
+    "ipcmk -M 4096 >/dev/null; sleep 1000 >/dev/null 2>&1 & chmod 700 /"
+)
+
+
+def test_each_sandbox_of_a_run_is_fresh_though_it_reuses_the_last_ones_pid_1(
+    server: Server,
+) -> None:
+    with server.client() as client:
+        run = client.swarms.start(FRESH_CHECKS, count=3, concurrency=1, size=TINY)
+        sandboxes = wait_for(client, run["id"])["sandboxes"]
+    outputs = [s["stdoutTail"].splitlines() for s in sandboxes]  # type: ignore[index]
+    assert [out[:3] for out in outputs] == [["0", "0", outputs[0][2]]] * 3
+    assert [out[3] for out in outputs] == [s["sandboxId"] for s in sandboxes]  # type: ignore[index]
+    assert [out[5] for out in outputs] == ["bound"] * 3
+    assert len({out[4] for out in outputs}) == 1  # one PID namespace: made anew, not again
+
+
+def test_out_of_memory_is_counted_from_each_sandboxs_start(server: Server) -> None:
+    script = (
+        '[ "$MARITIME_SWARM_INDEX" = 0 ] && python3 -c "a = bytearray(3 * 1024**3)"; '
+        "readlink /proc/self/ns/pid"
+    )
+    with server.client() as client:
+        run = client.swarms.start(script, count=2, concurrency=1, size=TINY)
+        first, second = wait_for(client, run["id"])["sandboxes"]  # type: ignore[misc]
+    assert (first["status"], first["error"]) == ("failed", "out of memory (1 GiB)")
+    assert (second["status"], second["error"]) == ("succeeded", None)
+    # in the sandbox made anew: the kernel kills the command, not the far smaller PID 1
+    assert first["stdoutTail"] == second["stdoutTail"]

@@ -289,7 +289,7 @@ class SandboxCgroup:
 
     def apply(self, limits: Limits) -> None:
         """Write the memory, pids and cpu limits (and start counting OOM kills from here)."""
-        self._oom_kills_before = self._oom_kill_counter()
+        self.count_from_now()
         quota = f"{limits.vcpus * _CPU_PERIOD_US}"
         if self.mode == "v2":
             writes = [
@@ -320,6 +320,10 @@ class SandboxCgroup:
                 if required:
                     raise
         self.limits = limits
+
+    def count_from_now(self) -> None:
+        """Count OOM kills from here on: the cgroups serve a new sandbox."""
+        self._oom_kills_before = self._oom_kill_counter()
 
     def oom_kills(self) -> int:
         """How many processes the kernel killed for memory in this sandbox."""

@@ -80,6 +80,13 @@ class _Run:
     """The status and reason of sandboxes stopped by `_end_run`."""
 
 
+@dataclass
+class _Slot:
+    """The sandbox a sandbox task holds between the sandboxes of a run it runs in turn."""
+
+    sandbox: Sandbox | None = None
+
+
 def sandbox_argv(command: str | list[str], args: list[str]) -> list[str]:
     """The command line of one sandbox: a shell string with `args` quoted on, or an argv."""
     if isinstance(command, str):
@@ -409,17 +416,20 @@ class Engine:
 
     def _launch(self, run: _Run, idx: int) -> None:
         assert self._tg is not None
-        scope = anyio.CancelScope()
-        run.active[idx] = scope
-        run.last_start = time.monotonic()
         self._booked_gb += run.memory_gb
         self._running += 1
         self.max_running = max(self.max_running, self._running)
+        self._tg.start_soon(self._sandbox_task, run, idx, self._begin(run, idx))
+
+    def _begin(self, run: _Run, idx: int) -> anyio.CancelScope:
+        scope = anyio.CancelScope()
+        run.active[idx] = scope
+        run.last_start = time.monotonic()
         self._set_sandbox(run.id, idx, status="booting", started_at=time.time())
         if not run.started:
             run.started = True
             self._set_run(run.id, status="running")
-        self._tg.start_soon(self._sandbox_task, run, idx, scope)
+        return scope
 
     def _check_stuck(self) -> None:
         limit = self.settings.stuck_timeout
@@ -460,10 +470,28 @@ class Engine:
     # one sandbox
 
     async def _sandbox_task(self, run: _Run, idx: int, scope: anyio.CancelScope) -> None:
+        """Run the sandbox `idx` of `run`, then the run's next queued ones in turn, each in
+        the last one's sandbox made anew where it can be (on the memory booked for the first)."""
+        slot = _Slot()
+        try:
+            while True:
+                await self._one(run, idx, scope, slot)
+                if not run.queue:
+                    return
+                idx = run.queue.popleft()
+                scope = self._begin(run, idx)
+        finally:
+            if slot.sandbox is not None:
+                await slot.sandbox.close()
+            self._booked_gb -= run.memory_gb
+            self._running -= 1
+            self._wake()
+
+    async def _one(self, run: _Run, idx: int, scope: anyio.CancelScope, slot: _Slot) -> None:
         outcome: dict[str, Any] = {"status": "failed", "error": "server stopped"}
         try:
             with scope:
-                outcome = await self._execute(run, idx)
+                outcome = await self._execute(run, idx, slot)
             if scope.cancelled_caught:
                 status, reason = run.ending
                 outcome = {"status": status, "error": reason}
@@ -471,25 +499,42 @@ class Engine:
             outcome.setdefault("ended_at", time.time())
             self._set_sandbox(run.id, idx, **outcome)
             del run.active[idx]
-            self._booked_gb -= run.memory_gb
-            self._running -= 1
             self._maybe_complete(run.id)
-            self._wake()
 
-    async def _execute(self, run: _Run, idx: int) -> dict[str, Any]:
+    async def _execute(self, run: _Run, idx: int, slot: _Slot) -> dict[str, Any]:
         row = self.store.sandbox_at(run.id, idx)
-        item = json.loads(row["input"])
-        size = run.spec["size"]
         try:
-            sandbox = await self.host.create(
-                row["sandbox_id"], Limits(size["memoryGb"] * GIB, size["vcpus"])
-            )
+            sandbox = await self._sandbox_for(run, row["sandbox_id"], slot)
         except (SandboxError, OSError) as ex:
             return {"status": "failed", "error": f"boot failed: {ex}"}
+        keep = False
         try:
-            return await self._command(run, idx, sandbox, item)
+            outcome = await self._command(run, idx, sandbox, json.loads(row["input"]))
+            keep = bool(run.queue) and sandbox.reusable
+            return outcome
         finally:
-            await sandbox.close()
+            # what the sandbox ran is over before its end is recorded, unless it is kept
+            if not keep:
+                slot.sandbox = None
+                await sandbox.close()
+
+    async def _sandbox_for(self, run: _Run, sandbox_id: str, slot: _Slot) -> Sandbox:
+        """The slot's sandbox made anew as `sandbox_id`, or a new one (kept in the slot)."""
+        if slot.sandbox is not None:
+            kept, slot.sandbox = slot.sandbox, None
+            try:
+                await kept.reset(sandbox_id)
+                slot.sandbox = kept
+                return kept
+            except (SandboxError, OSError):
+                pass  # a new one, then
+            finally:
+                if slot.sandbox is None:
+                    await kept.close()
+        size = run.spec["size"]
+        limits = Limits(size["memoryGb"] * GIB, size["vcpus"])
+        slot.sandbox = await self.host.create(sandbox_id, limits)
+        return slot.sandbox
 
     async def _command(
         self, run: _Run, idx: int, sandbox: Sandbox, item: dict[str, Any]

@@ -59,6 +59,7 @@ import socket
 import stat
 import struct
 import sys
+import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # `typing` would add a megabyte to every fork
@@ -103,6 +104,7 @@ _CLONE_NEWIPC = 0x08000000
 _CLONE_NEWPID = 0x20000000
 _CLONE_NEWNET = 0x40000000
 _MAX_FD = os.sysconf("SC_OPEN_MAX")
+_END_SECONDS = 5.0
 _DEVICES = {
     "null": (1, 3),
     "zero": (1, 5),
@@ -296,7 +298,6 @@ def _mount_overlay(base: str, root: str) -> None:
 def _build_root(config: dict[str, Any], base: str) -> None:
     # the overlay covers the sandbox's own directory, which holds its upper and work dirs
     root = config["dir"]
-    _mount("none", "/", None, _MS_REC | _MS_PRIVATE)
     _mount_overlay(base, root)
     _mount("proc", root + "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
     _mount("sysfs", root + "/sys", "sysfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
@@ -339,29 +340,89 @@ def _parent_pid() -> int:
         return int(own.read().rpartition(")")[2].split()[1])
 
 
-def _boot(config: dict[str, Any], base: str, control: socket.socket) -> None:
+class _State:
+    """What PID 1 keeps to make its sandbox anew."""
+
+    def __init__(self, config: dict[str, Any], base: str) -> None:
+        self.config = config
+        self.base = base
+        self.host = -1
+        """The mount namespace PID 1 made first: the host's mounts, private."""
+        self.layer: tuple[object, ...] = ()
+        """The upper layer before the root was mounted on it (a layer still so is reused)."""
+        self.network = b""
+        """The network namespace's counters when it was made (unchanged, it was not used)."""
+        self.layers = 0
+
+
+def _boot(config: dict[str, Any], base: str, control: socket.socket) -> _State:
     """Enter the sandbox's namespaces and cgroups, build its root, and say `ready`."""
     flags = _CLONE_NEWNS | _CLONE_NEWUTS | _CLONE_NEWIPC
     if config["loopback"]:
         flags |= _CLONE_NEWNET
     _check(_libc.unshare(flags), "unshare")
+    _mount("none", "/", None, _MS_REC | _MS_PRIVATE)
+    state = _State(config, base)
+    state.host = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
     root = config["dir"]
     for path in (root, root + "/up", root + "/wd"):
         os.mkdir(path)
     for procs in config["cgroups"]:
         with open(procs, "w") as file:
             file.write("0\n")
-    _build_root(config, base)
-    hostname = config["hostname"].encode()
-    _check(_libc.sethostname(hostname, len(hostname)), "sethostname")
-    if config["loopback"]:
-        _loopback_up()
+    _enter_root(state)
+    listener = _network(state, new=False)
     _drop_capabilities()
-    if config["listen"] is None:
+    _ready(control, config["hostname"], listener)
+    return state
+
+
+def _enter_root(state: _State) -> None:
+    """Build the sandbox's root in a new mount namespace made from the host's, and enter it."""
+    _check(_libc.unshare(_CLONE_NEWNS), "unshare")
+    state.layer = _layer(state.config["dir"] + "/up")
+    _build_root(state.config, state.base)
+
+
+def _network(state: _State, new: bool) -> socket.socket | None:
+    """Bring up a loopback-only network (in a new namespace if `new`); a listener, if asked."""
+    if not state.config["loopback"]:
+        return None
+    if new:
+        _check(_libc.unshare(_CLONE_NEWNET), "unshare")
+    _loopback_up()
+    listen = state.config["listen"]
+    listener = None if listen is None else _listen(*listen)
+    state.network = _counters()
+    return listener
+
+
+def _ready(control: socket.socket, hostname: str, listener: socket.socket | None) -> None:
+    name = hostname.encode()
+    _check(_libc.sethostname(name, len(name)), "sethostname")
+    if listener is None:
         control.send(b"ready")
     else:
-        with _listen(*config["listen"]) as listener:
+        with listener:
             socket.send_fds(control, [b"ready"], [listener.fileno()])
+
+
+def _counters() -> bytes:
+    """Everything a network namespace counts: sockets, packets, errors, on every protocol."""
+    counters = b""
+    for name in ("dev", "snmp", "snmp6", "netstat"):
+        with contextlib.suppress(FileNotFoundError), open("/proc/self/net/" + name, "rb") as f:
+            counters += f.read()
+    return counters
+
+
+def _layer(path: str) -> tuple[object, ...]:
+    """What a command can change of an upper layer's top directory (all it holds included);
+    not what overlay itself writes there (its `trusted.overlay.` attributes, no command's)."""
+    info = os.stat(path)
+    names = sorted(n for n in os.listxattr(path) if not n.startswith("trusted.overlay."))
+    xattrs = tuple((name, os.getxattr(path, name)) for name in names)
+    return (os.listdir(path), info.st_mode, info.st_uid, info.st_gid, info.st_mtime_ns, xattrs)
 
 
 def _drop_capabilities() -> None:
@@ -394,14 +455,14 @@ def _init(config: dict[str, Any], base: str, control: socket.socket, factory: in
         pidfd = os.pidfd_open(1)
         socket.send_fds(control, [b"started"], [pidfd])
         os.close(pidfd)
-        _boot(config, base, control)
+        state = _boot(config, base, control)
     except BaseException as ex:
         try:
             control.send(f"error: {ex}".encode())
         finally:
             os._exit(1)
     try:
-        _serve_commands(control)
+        _serve_commands(control, state)
     finally:
         os._exit(0)
 
@@ -409,7 +470,7 @@ def _init(config: dict[str, Any], base: str, control: socket.socket, factory: in
 # PID 1: commands
 
 
-def _serve_commands(control: socket.socket) -> None:
+def _serve_commands(control: socket.socket, state: _State) -> None:
     wake, woken = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(woken)
     signal.signal(signal.SIGCHLD, lambda *_: None)
@@ -423,11 +484,11 @@ def _serve_commands(control: socket.socket) -> None:
             if fd == wake:
                 os.read(wake, 4096)
                 _reap(running)
-            elif not _request(control, running):
+            elif not _request(control, running, state):
                 return  # the server closed the sandbox
 
 
-def _request(control: socket.socket, running: dict[int, int]) -> bool:
+def _request(control: socket.socket, running: dict[int, int], state: _State) -> bool:
     """Serve one request (False at end of file)."""
     data, fds = _receive(control, 4096, 5)
     if not data:
@@ -440,7 +501,62 @@ def _request(control: socket.socket, running: dict[int, int]) -> bool:
         if pid in running:  # not reaped: its group is still the command's
             with contextlib.suppress(ProcessLookupError):  # an empty group: nothing to signal
                 os.killpg(pid, sig)
+    elif verb == b"reset":
+        try:
+            _reset(state, rest.decode(), running, control)
+        except Exception as ex:  # the server ends the sandbox instead
+            control.send(f"error: {ex}".encode())
     return True
+
+
+# PID 1: a fresh sandbox again
+
+
+def _reset(state: _State, hostname: str, running: dict[int, int], control: socket.socket) -> None:
+    """Make the sandbox again as a fresh one is made, named `hostname`, in the namespaces
+    whose making costs most (PID, network) and with this PID 1: every process ended, a new
+    root (its upper layer emptied) and IPC namespace, the network made anew if it was used."""
+    _end_processes(running)
+    # the old root goes with its mount namespace, which nothing holds any more
+    _check(_libc.setns(state.host, _CLONE_NEWNS), "setns")
+    _check(_libc.unshare(_CLONE_NEWIPC), "unshare")
+    _renew_layer(state)
+    _enter_root(state)
+    listener = _network(state, new=True) if _counters() != state.network else None
+    _ready(control, hostname, listener)
+
+
+def _end_processes(running: dict[int, int]) -> None:
+    """SIGKILL every process but PID 1 until none is left (each reaped)."""
+    deadline = time.monotonic() + _END_SECONDS
+    while True:
+        _reap(running)
+        try:
+            os.kill(-1, signal.SIGKILL)  # again each time: a fork may have raced the last
+        except ProcessLookupError:
+            return
+        if time.monotonic() > deadline:
+            raise OSError(errno.EBUSY, f"processes still alive after {_END_SECONDS:g} s")
+        time.sleep(0.0005)
+
+
+def _renew_layer(state: _State) -> None:
+    """Keep the upper layer if no command changed it, else put it aside for the server to
+    remove and make an empty one (with a work directory: overlay writes there)."""
+    directory = state.config["dir"]
+    up, work = directory + "/up", directory + "/wd"
+    if _layer(up) == state.layer:
+        # a volatile overlay leaves a marker that makes the next mount of its work dir fail
+        marker = work + "/work/incompat/volatile"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(marker + "/dirty")
+            os.rmdir(marker)
+            os.rmdir(os.path.dirname(marker))
+        return
+    state.layers += 1
+    for path in (up, work):
+        os.rename(path, f"{path}.old{state.layers}")
+        os.mkdir(path)
 
 
 def _tell(fd: int, line: str) -> None:
