@@ -404,3 +404,12 @@ def test_out_of_memory_is_counted_from_each_sandboxs_start(server: Server) -> No
     assert (second["status"], second["error"]) == ("succeeded", None)
     # in the sandbox made anew: the kernel kills the command, not the far smaller PID 1
     assert first["stdoutTail"] == second["stdoutTail"]
+
+
+def test_a_hidden_file_cannot_be_changed_nor_is_it_the_hosts_dev_null(server: Server) -> None:
+    # on the host's /dev/null, chmod to its own mode would change nothing: harmless either way
+    sandbox = one_sandbox(server, "stat -c %d:%i /proc/keys; chmod 666 /proc/keys && echo chmod")
+    host = os.stat("/dev/null")
+    assert sandbox["stdoutTail"].splitlines()[0] != f"{host.st_dev}:{host.st_ino}"
+    assert "chmod" not in sandbox["stdoutTail"]
+    assert "Read-only file system" in sandbox["stderrTail"]

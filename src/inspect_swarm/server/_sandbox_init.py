@@ -269,13 +269,24 @@ def _mount_dev(root: str) -> None:
 
 
 def _mask(root: str, path: str) -> None:
+    """Hide `path` (a directory under an empty read-only tmpfs, a file under /dev/null)."""
     # the overlay shows the host's root as the host resolves it: a mask at or below a link
     # must cover where the link leads (resolved here, the link would lead out of `root`)
-    target = root + os.path.realpath(path)
-    if os.path.isdir(target) and not os.path.islink(target):
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        try:
+            target = root + os.readlink(f"/proc/self/fd/{fd}")
+        finally:
+            os.close(fd)
+        kind = os.lstat(target).st_mode  # what the sandbox has there (not under its /tmp)
+    except OSError:
+        return  # nothing there to hide
+    if stat.S_ISDIR(kind):
         _mount("tmpfs", target, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV, "size=4k,mode=755")
-    elif os.path.isfile(target) and not os.path.islink(target):
-        _mount("/dev/null", target, None, _MS_BIND)
+    elif stat.S_ISREG(kind):
+        # the sandbox's own /dev/null, read-only: a chmod of the file would be one of the node
+        _mount(root + "/dev/null", target, None, _MS_BIND)
+        _mount("none", target, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID)
 
 
 def _read_only(root: str, path: str) -> None:
