@@ -367,29 +367,47 @@ def test_root_in_a_sandbox_cannot_tune_or_read_the_hosts_kernel(server: Server) 
 FRESH_CHECKS = (
     # what an earlier sandbox of the run left must not be here
     "ls -d /marker /root/marker /tmp/marker /dev/shm/marker /dev/marker 2>/dev/null; "
-    "ipcs -m | grep -c '^0x'; ps -eo args | grep -c '^sleep 1000'; stat -c %a /; hostname; "
-    "readlink /proc/self/ns/pid; "
+    "ipcs -m | grep -c '^0x'; ps -eo args | grep -c '^sleep 1000'; stat -c %a / /dev/null; "
+    "hostname; readlink /proc/self/ns/pid /proc/self/ns/mnt; "
+    'echo "$(ulimit -n) $(cat /proc/self/oom_score_adj)"; '
     # a port left in TIME-WAIT by a network that was used would not bind
     'python3 -c \'import socket; s = socket.socket(); s.bind(("127.0.0.1", 5000)); s.listen(); '
     'c = socket.create_connection(("127.0.0.1", 5000)); a, _ = s.accept(); a.close(); '
     'print("bound")\'; '
-    # and leave things behind
-    "touch /marker /root/marker /tmp/marker /dev/shm/marker /dev/marker; "
-    "ipcmk -M 4096 >/dev/null; sleep 1000 >/dev/null 2>&1 & chmod 700 /"
+    # and leave things behind, in /tmp and /dev only or in the root too
+    "touch /tmp/marker /dev/shm/marker /dev/marker; chmod 600 /dev/null; "
+    "ipcmk -M 4096 >/dev/null; sleep 1000 >/dev/null 2>&1 & "
+    # commands inherit this from PID 1, and root can change it in PID 1
+    "echo 500 > /proc/1/oom_score_adj; "
 )
 
 
+@pytest.mark.parametrize("in_root", [False, True])
 def test_each_sandbox_of_a_run_is_fresh_though_it_reuses_the_last_ones_pid_1(
-    server: Server,
+    server: Server, in_root: bool
 ) -> None:
+    script = FRESH_CHECKS + ("touch /marker /root/marker; chmod 700 /" if in_root else "true")
     with server.client() as client:
-        run = client.swarms.start(FRESH_CHECKS, count=3, concurrency=1, size=TINY)
+        run = client.swarms.start(script, count=3, concurrency=1, size=TINY)
         sandboxes = wait_for(client, run["id"])["sandboxes"]
     outputs = [s["stdoutTail"].splitlines() for s in sandboxes]  # type: ignore[index]
-    assert [out[:3] for out in outputs] == [["0", "0", outputs[0][2]]] * 3
-    assert [out[3] for out in outputs] == [s["sandboxId"] for s in sandboxes]  # type: ignore[index]
-    assert [out[5] for out in outputs] == ["bound"] * 3
-    assert len({out[4] for out in outputs}) == 1  # one PID namespace: made anew, not again
+    assert [out[:4] for out in outputs] == [["0", "0", outputs[0][2], "666"]] * 3
+    assert [out[4] for out in outputs] == [s["sandboxId"] for s in sandboxes]  # type: ignore[index]
+    assert [out[7] for out in outputs] == [outputs[0][7]] * 3
+    assert outputs[0][7].split()[1] == "0"
+    assert [out[8] for out in outputs] == ["bound"] * 3
+    assert len({out[5] for out in outputs}) == 1  # one PID namespace: made anew, not again
+    if not in_root:  # a root no command changed is kept, with /tmp and /dev made anew
+        assert len({out[6] for out in outputs}) == 1
+
+
+def test_a_limit_lowered_in_pid_1_does_not_reach_the_next_sandbox(server: Server) -> None:
+    # raising it back takes CAP_SYS_RESOURCE: without it, the next sandbox is a new one
+    script = "ulimit -n; prlimit --pid 1 --nofile=200:200"
+    with server.client() as client:
+        run = client.swarms.start(script, count=2, concurrency=1, size=TINY)
+        first, second = wait_for(client, run["id"])["sandboxes"]  # type: ignore[misc]
+    assert second["stdoutTail"] == first["stdoutTail"] != "200\n"
 
 
 def test_out_of_memory_is_counted_from_each_sandboxs_start(server: Server) -> None:

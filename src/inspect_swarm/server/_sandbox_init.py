@@ -53,6 +53,7 @@ import fcntl
 import gc
 import marshal
 import os
+import resource
 import select
 import signal
 import socket
@@ -268,8 +269,9 @@ def _mount_dev(root: str) -> None:
         os.symlink(f"/proc/self/fd/{number}", f"{dev}/{name}")
 
 
-def _mask(root: str, path: str) -> None:
-    """Hide `path` (a directory under an empty read-only tmpfs, a file under /dev/null)."""
+def _mask(root: str, path: str) -> str | None:
+    """Hide `path` (a directory under an empty read-only tmpfs, a file under /dev/null);
+    where it mounted, if it did."""
     # the overlay shows the host's root as the host resolves it: a mask at or below a link
     # must cover where the link leads (resolved here, the link would lead out of `root`)
     try:
@@ -280,13 +282,16 @@ def _mask(root: str, path: str) -> None:
             os.close(fd)
         kind = os.lstat(target).st_mode  # what the sandbox has there (not under its /tmp)
     except OSError:
-        return  # nothing there to hide
+        return None  # nothing there to hide
     if stat.S_ISDIR(kind):
         _mount("tmpfs", target, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV, "size=4k,mode=755")
     elif stat.S_ISREG(kind):
         # the sandbox's own /dev/null, read-only: a chmod of the file would be one of the node
         _mount(root + "/dev/null", target, None, _MS_BIND)
         _mount("none", target, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID)
+    else:
+        return None
+    return target
 
 
 def _read_only(root: str, path: str) -> None:
@@ -306,26 +311,38 @@ def _mount_overlay(base: str, root: str) -> None:
         _mount("overlay", root, "overlay", 0, options)
 
 
-def _build_root(config: dict[str, Any], base: str) -> None:
+_SCRATCH = ("/tmp", "/dev")
+"""The mounts of a root that a command can change: made anew with each sandbox."""
+
+
+def _mount_scratch(root: str) -> None:
+    _mount("tmpfs", root + "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777")
+    _mount_dev(root)
+
+
+def _build_root(config: dict[str, Any], base: str) -> bool:
+    """Build the sandbox's root and pivot into it; whether only its own mounts are in
+    /tmp and /dev (no share or mask), so that making those anew makes the root anew."""
     # the overlay covers the sandbox's own directory, which holds its upper and work dirs
     root = config["dir"]
     _mount_overlay(base, root)
     _mount("proc", root + "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
     _mount("sysfs", root + "/sys", "sysfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
-    _mount("tmpfs", root + "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777")
-    _mount_dev(root)
+    _mount_scratch(root)
     for path in _READ_ONLY:
         _read_only(root, path)
-    for path in (*_HIDDEN, *config["masks"]):
-        _mask(root, path)
+    targets = [_mask(root, path) for path in (*_HIDDEN, *config["masks"])]
     for path in config["shares"]:
         os.makedirs(root + path, exist_ok=True)
         _mount(path, root + path, None, _MS_BIND | _MS_REC)
+        targets.append(root + path)
     # pivot_root(".", ".") stacks the old root under the new one, so no directory is needed
     os.chdir(root)
     _check(_libc.syscall(_SYS_PIVOT_ROOT, b".", b"."), "pivot_root")
     _check(_libc.umount2(b".", _MNT_DETACH), "umount old root")
     os.chdir("/")
+    scratch = tuple(root + path + "/" for path in _SCRATCH)
+    return not any(t and (t + "/").startswith(scratch) for t in targets)
 
 
 def _loopback_up() -> None:
@@ -359,8 +376,15 @@ class _State:
         self.base = base
         self.host = -1
         """The mount namespace PID 1 made first: the host's mounts, private."""
+        self.up = -1
+        """The upper layer's directory, under the root mounted on it."""
         self.layer: tuple[object, ...] = ()
-        """The upper layer before the root was mounted on it (a layer still so is reused)."""
+        """The upper layer once the root was built on it (a layer still so is kept)."""
+        self.scratch_only = False
+        """Whether making /tmp and /dev anew makes the root anew (see `_build_root`)."""
+        self.inherited: tuple[dict[int, tuple[int, int]], bytes] = ({}, b"")
+        """What commands get from PID 1 and can change in it: its resource limits (as
+        `prlimit --pid 1` does) and OOM score adjustment (through /proc/1)."""
         self.network = b""
         """The network namespace's counters when it was made (unchanged, it was not used)."""
         self.layers = 0
@@ -383,6 +407,7 @@ def _boot(config: dict[str, Any], base: str, control: socket.socket) -> _State:
             file.write("0\n")
     _enter_root(state)
     listener = _network(state, new=False)
+    state.inherited = _inherited()
     _drop_capabilities()
     _ready(control, config["hostname"], listener)
     return state
@@ -391,8 +416,11 @@ def _boot(config: dict[str, Any], base: str, control: socket.socket) -> _State:
 def _enter_root(state: _State) -> None:
     """Build the sandbox's root in a new mount namespace made from the host's, and enter it."""
     _check(_libc.unshare(_CLONE_NEWNS), "unshare")
-    state.layer = _layer(state.config["dir"] + "/up")
-    _build_root(state.config, state.base)
+    if state.up >= 0:
+        os.close(state.up)
+    state.up = os.open(state.config["dir"] + "/up", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    state.scratch_only = _build_root(state.config, state.base)
+    state.layer = _layer(state.up)
 
 
 def _network(state: _State, new: bool) -> socket.socket | None:
@@ -418,6 +446,21 @@ def _ready(control: socket.socket, hostname: str, listener: socket.socket | None
             socket.send_fds(control, [b"ready"], [listener.fileno()])
 
 
+def _inherited() -> tuple[dict[int, tuple[int, int]], bytes]:
+    kinds = {getattr(resource, name) for name in dir(resource) if name.startswith("RLIMIT_")}
+    limits = {kind: resource.getrlimit(kind) for kind in kinds}
+    with open("/proc/self/oom_score_adj", "rb") as adj:
+        return limits, adj.read()
+
+
+def _restore(inherited: tuple[dict[int, tuple[int, int]], bytes]) -> None:
+    limits, adj = inherited
+    for kind, limit in limits.items():
+        resource.setrlimit(kind, limit)
+    with open("/proc/self/oom_score_adj", "wb") as file:
+        file.write(adj)
+
+
 def _counters() -> bytes:
     """Everything a network namespace counts: sockets, packets, errors, on every protocol."""
     counters = b""
@@ -427,13 +470,12 @@ def _counters() -> bytes:
     return counters
 
 
-def _layer(path: str) -> tuple[object, ...]:
-    """What a command can change of an upper layer's top directory (all it holds included);
-    not what overlay itself writes there (its `trusted.overlay.` attributes, no command's)."""
-    info = os.stat(path)
-    names = sorted(n for n in os.listxattr(path) if not n.startswith("trusted.overlay."))
-    xattrs = tuple((name, os.getxattr(path, name)) for name in names)
-    return (os.listdir(path), info.st_mode, info.st_uid, info.st_gid, info.st_mtime_ns, xattrs)
+def _layer(fd: int) -> tuple[object, ...]:
+    """What a command can change of an upper layer's top directory (all it holds included)."""
+    info = os.stat(fd)
+    xattrs = tuple((name, os.getxattr(fd, name)) for name in sorted(os.listxattr(fd)))
+    times = info.st_mtime_ns, info.st_ctime_ns
+    return (os.listdir(fd), info.st_mode, info.st_uid, info.st_gid, times, xattrs)
 
 
 def _drop_capabilities() -> None:
@@ -524,15 +566,23 @@ def _request(control: socket.socket, running: dict[int, int], state: _State) -> 
 
 
 def _reset(state: _State, hostname: str, running: dict[int, int], control: socket.socket) -> None:
-    """Make the sandbox again as a fresh one is made, named `hostname`, in the namespaces
-    whose making costs most (PID, network) and with this PID 1: every process ended, a new
-    root (its upper layer emptied) and IPC namespace, the network made anew if it was used."""
+    """Make the sandbox again as a fresh one is made, named `hostname`, with this PID 1 and
+    the namespaces whose making costs most (PID, network): every process ended, what
+    commands inherit from PID 1 as it was, a new IPC namespace, /tmp and /dev; a new root if
+    a command changed its upper layer (else the root is as fresh as a new one); the network
+    made anew if it was used."""
     _end_processes(running)
-    # the old root goes with its mount namespace, which nothing holds any more
-    _check(_libc.setns(state.host, _CLONE_NEWNS), "setns")
+    _restore(state.inherited)
     _check(_libc.unshare(_CLONE_NEWIPC), "unshare")
-    _renew_layer(state)
-    _enter_root(state)
+    if state.scratch_only and _layer(state.up) == state.layer:
+        for path in _SCRATCH:
+            _check(_libc.umount2(path.encode(), _MNT_DETACH), f"umount {path}")
+        _mount_scratch("")
+    else:
+        # the old root goes with its mount namespace, which nothing holds any more
+        _check(_libc.setns(state.host, _CLONE_NEWNS), "setns")
+        _renew_layer(state)
+        _enter_root(state)
     listener = _network(state, new=True) if _counters() != state.network else None
     _ready(control, hostname, listener)
 
@@ -552,20 +602,10 @@ def _end_processes(running: dict[int, int]) -> None:
 
 
 def _renew_layer(state: _State) -> None:
-    """Keep the upper layer if no command changed it, else put it aside for the server to
-    remove and make an empty one (with a work directory: overlay writes there)."""
-    directory = state.config["dir"]
-    up, work = directory + "/up", directory + "/wd"
-    if _layer(up) == state.layer:
-        # a volatile overlay leaves a marker that makes the next mount of its work dir fail
-        marker = work + "/work/incompat/volatile"
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(marker + "/dirty")
-            os.rmdir(marker)
-            os.rmdir(os.path.dirname(marker))
-        return
+    """Put the upper layer and its work directory aside, for the server to remove, and make
+    empty ones."""
     state.layers += 1
-    for path in (up, work):
+    for path in (state.config["dir"] + "/up", state.config["dir"] + "/wd"):
         os.rename(path, f"{path}.old{state.layers}")
         os.mkdir(path)
 
