@@ -5,7 +5,9 @@
 1. Sandbox boot p50/p95 (create + first answer of PID 1), and the time to make a sandbox anew
    for a run's next command (`reset`), on the sandbox layer.
 2. N no-op sandboxes through a real server at its maximum concurrency, against N plain
-   subprocesses (`/bin/sh -c true`) started at the same concurrency (target: at most 3x),
+   subprocesses (`/bin/sh -c true`) started at the same concurrency (target: at most 3x);
+   then N sandboxes and subprocesses that write a file (`echo x > f`), whose sandboxes' roots
+   cannot be kept when made anew for the next,
    with the machine's CPU time per sandbox and per subprocess (from /proc/stat, so counting
    whatever else runs meanwhile, and the kernel's deferred work for a moment after).
 3. API latency p99 under 50 concurrent clients polling GET /api/swarms/{id} of a run of 10
@@ -36,6 +38,9 @@ from tests.server.conftest import KEY, start_server
 from inspect_swarm.server._cgroups import Limits
 from inspect_swarm.server._isolation import IsolationConfig, SandboxHost
 
+COMMANDS = (("no-op", "true"), ("file-writing", "echo x > f"))
+"""What each sandbox, and each plain subprocess, runs: `f` is in the sandbox's home (its upper
+layer changed, the next sandbox of the run gets a new root) or the subprocess's directory."""
 _SETTLE_SECONDS = 0.3
 """How long after a batch its deferred kernel work (such as freeing namespaces) is counted."""
 
@@ -77,12 +82,12 @@ async def boot_times(state: Path, n: int) -> tuple[list[float], list[float]]:
     return boots, resets
 
 
-async def plain_subprocesses(n: int, concurrency: int) -> float:
+async def plain_subprocesses(n: int, concurrency: int, command: str, cwd: Path) -> float:
     limit = anyio.Semaphore(concurrency)
 
     async def one() -> None:
         async with limit:
-            await anyio.run_process(["/bin/sh", "-c", "true"])
+            await anyio.run_process(["/bin/sh", "-c", command], cwd=cwd)
 
     start = time.perf_counter()
     async with anyio.create_task_group() as tg:
@@ -91,7 +96,7 @@ async def plain_subprocesses(n: int, concurrency: int) -> float:
     return time.perf_counter() - start
 
 
-def swarm_of_noops(url: str, n: int) -> tuple[float, int, str]:
+def swarm_of(url: str, n: int, command: str) -> tuple[float, int, str]:
     """Seconds from the start request to the end the server records for the run.
 
     The run's `endedAt` (this machine's clock) times it, not the polling: a client polling
@@ -100,7 +105,8 @@ def swarm_of_noops(url: str, n: int) -> tuple[float, int, str]:
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {KEY}"}) as http:
         start = time.time()
         run = http.post(
-            "/api/swarms", json={"command": "true", "count": n, "size": {"vcpus": 1, "memoryGb": 1}}
+            "/api/swarms",
+            json={"command": command, "count": n, "size": {"vcpus": 1, "memoryGb": 1}},
         ).json()
         while (got := http.get(f"/api/swarms/{run['id']}").json())["status"] != "completed":
             time.sleep(0.25)
@@ -181,21 +187,24 @@ def main() -> None:
             )
         server = start_server(Path(tmp) / "state", "--memory-gib", str(args.memory_gib))
         try:
-            start = machine_cpu()
-            swarm_time, concurrency, big = swarm_of_noops(server.url, args.sandboxes)
-            swarm_cpu = cpu_after(start) / args.sandboxes
-            start = machine_cpu()
-            plain = anyio.run(plain_subprocesses, args.sandboxes, concurrency)
-            plain_cpu = cpu_after(start) / args.sandboxes
-            print(
-                f"{args.sandboxes} no-op sandboxes at concurrency {concurrency}: "
-                f"{swarm_time:.2f} s; {args.sandboxes} plain subprocesses: {plain:.2f} s; "
-                f"ratio {swarm_time / plain:.1f}x (target <= 3x)"
-            )
-            print(
-                f"machine CPU per sandbox {swarm_cpu * 1000:.1f} ms, per plain subprocess "
-                f"{plain_cpu * 1000:.1f} ms: {swarm_cpu / plain_cpu:.1f}x"
-            )
+            for what, command in COMMANDS:
+                start = machine_cpu()
+                swarm_time, concurrency, big = swarm_of(server.url, args.sandboxes, command)
+                swarm_cpu = cpu_after(start) / args.sandboxes
+                start = machine_cpu()
+                plain = anyio.run(
+                    plain_subprocesses, args.sandboxes, concurrency, command, Path(tmp)
+                )
+                plain_cpu = cpu_after(start) / args.sandboxes
+                print(
+                    f"{args.sandboxes} {what} sandboxes at concurrency {concurrency}: "
+                    f"{swarm_time:.2f} s; {args.sandboxes} plain subprocesses: {plain:.2f} s; "
+                    f"ratio {swarm_time / plain:.1f}x (target <= 3x)"
+                )
+                print(
+                    f"  machine CPU per sandbox {swarm_cpu * 1000:.1f} ms, per plain "
+                    f"subprocess {plain_cpu * 1000:.1f} ms: {swarm_cpu / plain_cpu:.1f}x"
+                )
             with httpx.Client(
                 base_url=server.url, headers={"Authorization": f"Bearer {KEY}"}
             ) as http:

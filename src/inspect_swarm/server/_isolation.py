@@ -2,10 +2,11 @@
 
 Two modes. `namespaces` (Linux, root): a factory process (`_sandbox_init.py`) forks each
 sandbox's PID 1 into new PID, mount, UTS, IPC and network namespaces; PID 1 mounts an overlay
-over the host's root so writes stay private, and starts the sandbox's commands when asked on
-its control socket. `process` (anything else): plain processes in a private directory, no
-isolation, which every run reports. Both put a sandbox's processes in its own cgroups when
-this machine allows it, for memory and pids limits.
+over the host's root so writes stay private, starts the sandbox's commands when asked on its
+control socket, and makes the sandbox anew for a run's next command (`reset`). `process`
+(anything else): plain processes in a private directory, no isolation, which every run
+reports. Both put a sandbox's processes in its own cgroups when this machine allows it, for
+memory and pids limits.
 """
 
 from __future__ import annotations

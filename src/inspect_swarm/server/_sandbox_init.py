@@ -30,7 +30,11 @@ socket listening on `listen` inside the sandbox's network, if asked) or `error: 
 
 Requests on the control socket: `spawn` with descriptors [request, status, stdout, stderr,
 stdin?], the request a memfd holding {"argv", "env", "cwd", "user", "uid", "gid"} (argv may
-be megabytes); `signal PID SIG` sends SIG to the process group of a command still running.
+be megabytes); `signal PID SIG` sends SIG to the process group of a command still running;
+`reset HOSTNAME` makes the sandbox anew for a run's next command (`_reset`: a fraction of a
+boot's cost, most of which is the PID and network namespaces and the fork of PID 1), then
+answers as a boot does, `ready` (with a new listener if the network was made anew) or
+`error: ...`, after which the server ends the sandbox.
 PID 1 writes `pid N` (N as seen inside the sandbox) to the status pipe, then `exit CODE`
 (negative: killed by that signal) once it has reaped the command. A command that cannot
 start is a process that says why on its stderr and exits 127 (no such program), 126 (not
@@ -602,12 +606,18 @@ def _end_processes(running: dict[int, int]) -> None:
 
 
 def _renew_layer(state: _State) -> None:
-    """Put the upper layer and its work directory aside, for the server to remove, and make
-    empty ones."""
+    """Put the upper layer aside, for the server to remove, and make an empty one; keep the
+    work directory (the next mount empties it) but for the marker a volatile overlay leaves,
+    which would make that mount fail."""
     state.layers += 1
-    for path in (state.config["dir"] + "/up", state.config["dir"] + "/wd"):
-        os.rename(path, f"{path}.old{state.layers}")
-        os.mkdir(path)
+    up = state.config["dir"] + "/up"
+    os.rename(up, f"{up}.old{state.layers}")
+    os.mkdir(up)
+    marker = state.config["dir"] + "/wd/work/incompat/volatile"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(marker + "/dirty")
+        os.rmdir(marker)
+        os.rmdir(os.path.dirname(marker))
 
 
 def _tell(fd: int, line: str) -> None:
