@@ -392,6 +392,7 @@ class _State:
         self.network = b""
         """The network namespace's counters when it was made (unchanged, it was not used)."""
         self.layers = 0
+        """How many upper layers were put aside (numbering them)."""
 
 
 def _boot(config: dict[str, Any], base: str, control: socket.socket) -> _State:
@@ -410,7 +411,7 @@ def _boot(config: dict[str, Any], base: str, control: socket.socket) -> _State:
         with open(procs, "w") as file:
             file.write("0\n")
     _enter_root(state)
-    listener = _network(state, new=False)
+    listener = _network(state)
     state.inherited = _inherited()
     _drop_capabilities()
     _ready(control, config["hostname"], listener)
@@ -427,17 +428,23 @@ def _enter_root(state: _State) -> None:
     state.layer = _layer(state.up)
 
 
-def _network(state: _State, new: bool) -> socket.socket | None:
-    """Bring up a loopback-only network (in a new namespace if `new`); a listener, if asked."""
+def _network(state: _State) -> socket.socket | None:
+    """Bring up the sandbox's loopback-only network; a listener in it, if asked."""
     if not state.config["loopback"]:
         return None
-    if new:
-        _check(_libc.unshare(_CLONE_NEWNET), "unshare")
     _loopback_up()
     listen = state.config["listen"]
     listener = None if listen is None else _listen(*listen)
     state.network = _counters()
     return listener
+
+
+def _renew_network(state: _State) -> socket.socket | None:
+    """Make the network anew if a command used it (see `_counters`); its new listener."""
+    if not state.config["loopback"] or _counters() == state.network:
+        return None
+    _check(_libc.unshare(_CLONE_NEWNET), "unshare")
+    return _network(state)
 
 
 def _ready(control: socket.socket, hostname: str, listener: socket.socket | None) -> None:
@@ -466,7 +473,9 @@ def _restore(inherited: tuple[dict[int, tuple[int, int]], bytes]) -> None:
 
 
 def _counters() -> bytes:
-    """Everything a network namespace counts: sockets, packets, errors, on every protocol."""
+    """Everything a network namespace counts: packets, errors, on every protocol. A socket
+    that outlives its process (TIME-WAIT) has sent packets, so unchanged counters mean an
+    unused network."""
     counters = b""
     for name in ("dev", "snmp", "snmp6", "netstat"):
         with contextlib.suppress(FileNotFoundError), open("/proc/self/net/" + name, "rb") as f:
@@ -587,8 +596,7 @@ def _reset(state: _State, hostname: str, running: dict[int, int], control: socke
         _check(_libc.setns(state.host, _CLONE_NEWNS), "setns")
         _renew_layer(state)
         _enter_root(state)
-    listener = _network(state, new=True) if _counters() != state.network else None
-    _ready(control, hostname, listener)
+    _ready(control, hostname, _renew_network(state))
 
 
 def _end_processes(running: dict[int, int]) -> None:
