@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import signal
@@ -31,6 +32,7 @@ from inspect_swarm.server._isolation import (
     _answer,
 )
 from inspect_swarm.server._process import SpawnOptions, spawn
+from inspect_swarm.server._sandbox_init import _keyring_filter
 
 from .conftest import needs_namespaces
 
@@ -642,3 +644,45 @@ async def test_a_sandbox_whose_pid_1_ended_cannot_be_made_anew(
     await anyio.wait_readable(sandbox.init_fd)
     with pytest.raises(SandboxError, match="ended"):
         await sandbox.reset("sbx-never")
+
+
+def _filter_answer(program: list[tuple[int, int, int, int]], arch: int, call: int) -> int:
+    """What a classic-BPF seccomp program answers for a call (only the instructions it uses)."""
+    pc, accumulator = 0, 0
+    while True:
+        code, jt, jf, k = program[pc]
+        if code == 0x20:  # load a word of seccomp_data: the call's number (0) or arch (4)
+            accumulator = {0: call, 4: arch}[k]
+        elif code == 0x15:  # jump if equal
+            pc += jt if accumulator == k else jf
+        elif code == 0x06:  # return
+            return k
+        pc += 1
+
+
+@pytest.mark.parametrize(
+    ("arch", "keyctl", "getpid"),
+    [(0xC000003E, 250, 39), (0x40000003, 288, 20), (0xC00000B7, 219, 172), (0x1234, 250, 39)],
+)
+def test_the_keyring_filter_refuses_only_the_keyring_calls_of_each_architecture(
+    arch: int, keyctl: int, getpid: int
+) -> None:
+    program = _keyring_filter()
+    refused, allowed = 0x00050000 | errno.EPERM, 0x7FFF0000
+    known = arch != 0x1234
+    assert _filter_answer(program, arch, keyctl) == (refused if known else allowed)
+    assert _filter_answer(program, arch, getpid) == allowed
+
+
+async def test_root_in_a_sandbox_has_no_keyrings(sandbox: NamespaceSandbox) -> None:
+    # the kernel's keyrings are not namespaced: the host root's would be every sandbox's
+    keyctl = {"x86_64": 250, "aarch64": 219}.get(os.uname().machine)
+    if keyctl is None:
+        pytest.skip("keyctl's number on this architecture is not known here")
+    # KEYCTL_GET_KEYRING_ID of KEY_SPEC_USER_KEYRING
+    code, out = await _run(
+        sandbox,
+        "python3 -c 'import ctypes; libc = ctypes.CDLL(None, use_errno=True); "
+        f"print(libc.syscall({keyctl}, 0, -4, 0), ctypes.get_errno())'",
+    )
+    assert (code, out) == (0, f"-1 {errno.EPERM}\n")

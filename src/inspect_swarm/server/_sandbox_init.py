@@ -43,9 +43,10 @@ after any `posix_spawn` of glibc, commands start with glibc's two internal signa
 ignored, until a program that uses them sets them. PID 1 ignores SIGINT, the one signal
 python would have it handle: no signal sent from inside the sandbox can end it. Commands,
 root's included, run with Docker's default capabilities less CAP_MKNOD: PID 1 drops the rest
-from its bounding set once the sandbox is built. As in Docker, the kernel's tunables under
-/proc/sys and the like are read-only, and what /proc and /sys tell of the host's kernel
-memory, keys, timers and firmware is hidden.
+from its bounding set once the sandbox is built, and cannot use the kernel's keyrings (a
+seccomp filter). As in Docker, the kernel's tunables under /proc/sys and the like are
+read-only, and what /proc and /sys tell of the host's kernel memory, keys, timers and
+firmware is hidden.
 """
 
 from __future__ import annotations
@@ -414,6 +415,7 @@ def _boot(config: dict[str, Any], base: str, control: socket.socket) -> _State:
     listener = _network(state)
     state.inherited = _inherited()
     _drop_capabilities()
+    _refuse_keyrings()
     _ready(control, config["hostname"], listener)
     return state
 
@@ -499,6 +501,43 @@ def _drop_capabilities() -> None:
     for capability in capabilities:
         if capability not in _KEPT_CAPABILITIES:
             _check(_libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0), "drop a capability")
+
+
+# the kernel's keyrings are not namespaced: root in every sandbox would share the host
+# root's user keyring (`keyctl`, `add_key`, `request_key`), as Docker's seccomp profile keeps
+# containers from doing; the calls' numbers per architecture a process may call with
+# (x86_64 with its x32 numbers, i386, aarch64)
+_X32 = 0x40000000
+_KEYRING_CALLS = {
+    0xC000003E: (248, 249, 250, _X32 | 248, _X32 | 249, _X32 | 250),
+    0x40000003: (286, 287, 288),
+    0xC00000B7: (217, 218, 219),
+}
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+_BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_RET_K = 0x20, 0x15, 0x06
+_SECCOMP_RET_ALLOW, _SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
+
+
+def _keyring_filter() -> list[tuple[int, int, int, int]]:
+    """The seccomp program (code, jt, jf, k) that refuses the keyring calls with EPERM."""
+    program: list[tuple[int, int, int, int]] = []
+    for arch, calls in _KEYRING_CALLS.items():
+        # [load arch, arch?, load call, call? x n, allow, refuse]: the next arch is n + 3 on
+        program += [(_BPF_LD_W_ABS, 0, 0, 4), (_BPF_JEQ_K, 0, len(calls) + 3, arch)]
+        program += [(_BPF_LD_W_ABS, 0, 0, 0)]
+        program += [(_BPF_JEQ_K, len(calls) - i, 0, call) for i, call in enumerate(calls)]
+        program += [(_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW)]
+        program += [(_BPF_RET_K, 0, 0, _SECCOMP_RET_ERRNO | errno.EPERM)]
+    return [*program, (_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW)]
+
+
+def _refuse_keyrings() -> None:
+    """Have the kernel refuse the keyring calls, with EPERM, to PID 1 and all it starts."""
+    program = _keyring_filter()
+    code = b"".join(struct.pack("HBBI", *instruction) for instruction in program)
+    filters = ctypes.create_string_buffer(code)
+    fprog = struct.pack("HxxxxxxP", len(program), ctypes.addressof(filters))
+    _check(_libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, fprog, 0, 0), "seccomp")
 
 
 def _init(config: dict[str, Any], base: str, control: socket.socket, factory: int) -> NoReturn:
