@@ -281,9 +281,10 @@ class NamespaceSandbox(Sandbox):
         raise SandboxError(f"sandbox {self.id} has ended")
 
     async def reset(self, sandbox_id: str) -> None:
-        """Have PID 1 make the sandbox anew: every process ended, a new root, IPC namespace
-        and hostname, a new network if the last one was used; its PID namespace and cgroups
-        kept. A sandbox costs a fraction of a new one's CPU this way (see `_sandbox_init`)."""
+        """Have PID 1 make the sandbox anew: every process ended, /tmp and /dev (and the
+        root, if a command changed it) mounted anew, a new IPC namespace and hostname, a new
+        network if the last one was used; its PID namespace and cgroups kept. A sandbox
+        costs a fraction of a boot's CPU this way (see `_reset` in `_sandbox_init`)."""
         # the old root must go with its mount namespace: nothing of the server's may hold it
         self.root_fd = _closed(self.root_fd)
         await self._send(f"reset {sandbox_id}".encode(), [])
