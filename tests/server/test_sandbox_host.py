@@ -662,7 +662,13 @@ def _filter_answer(program: list[tuple[int, int, int, int]], arch: int, call: in
 
 @pytest.mark.parametrize(
     ("arch", "keyctl", "getpid"),
-    [(0xC000003E, 250, 39), (0x40000003, 288, 20), (0xC00000B7, 219, 172), (0x1234, 250, 39)],
+    [
+        (0xC000003E, 250, 39),
+        (0x40000003, 288, 20),
+        (0xC00000B7, 219, 172),
+        (0xC00000F3, 219, 172),
+        (0x1234, 250, 39),
+    ],
 )
 def test_the_keyring_filter_refuses_only_the_keyring_calls_of_each_architecture(
     arch: int, keyctl: int, getpid: int

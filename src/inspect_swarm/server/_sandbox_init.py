@@ -81,7 +81,8 @@ _MS_REC = 16384
 _MS_PRIVATE = 1 << 18
 _MS_SLAVE = 1 << 19
 _MNT_DETACH = 2
-_SYS_PIVOT_ROOT = 155
+# glibc has no pivot_root(); its number on x86_64, and in the table aarch64 and riscv64 share
+_SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41}.get(os.uname().machine, -1)
 _PR_SET_PDEATHSIG = 1
 _PR_CAPBSET_DROP = 24
 # what a command run as root keeps: Docker's default set, less CAP_MKNOD (no device cgroup
@@ -213,6 +214,9 @@ def _add_user(base: str, name: str, uid: int) -> None:
 
 def _prepare(base: str, name: str, uid: int) -> None:
     """Enter the factory's own mount namespace and mount the base layer there."""
+    if _SYS_PIVOT_ROOT < 0:
+        machine = os.uname().machine
+        raise OSError(errno.ENOSYS, f"pivot_root's number on {machine} is not known here")
     _check(_libc.unshare(_CLONE_NEWNS), "unshare")
     _mount("none", "/", None, _MS_REC | _MS_SLAVE)
     os.makedirs(base, exist_ok=True)
@@ -506,12 +510,13 @@ def _drop_capabilities() -> None:
 # the kernel's keyrings are not namespaced: root in every sandbox would share the host
 # root's user keyring (`keyctl`, `add_key`, `request_key`), as Docker's seccomp profile keeps
 # containers from doing; the calls' numbers per architecture a process may call with
-# (x86_64 with its x32 numbers, i386, aarch64)
+# (x86_64 with its x32 numbers, i386, aarch64, riscv64)
 _X32 = 0x40000000
 _KEYRING_CALLS = {
     0xC000003E: (248, 249, 250, _X32 | 248, _X32 | 249, _X32 | 250),
     0x40000003: (286, 287, 288),
     0xC00000B7: (217, 218, 219),
+    0xC00000F3: (217, 218, 219),
 }
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 _BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_RET_K = 0x20, 0x15, 0x06
