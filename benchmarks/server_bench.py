@@ -11,7 +11,7 @@
    with the machine's CPU time per sandbox and per subprocess (from /proc/stat, so counting
    whatever else runs meanwhile, and the kernel's deferred work for a moment after).
 3. API latency p99 under 50 concurrent clients polling GET /api/swarms/{id} of a run of 10
-   sandboxes, then of the N no-op sandboxes, every 0.5 s
+   sandboxes, then of the last run of N sandboxes, every 0.5 s
    (`--poll-interval`; the SDKs poll every 3 s), each on its own keep-alive connection
    (target: 20 ms).
 """

@@ -311,9 +311,7 @@ class NamespaceSandbox(Sandbox):
 
     def _listen(self, listener: socket.socket) -> None:
         """Forward the connections of `listener` (instead of the last one's) to the server."""
-        if self.forwarder is None:
-            listener.close()
-            return
+        assert self.forwarder is not None, "PID 1 listens only when the server forwards"
         if self.listener is not None:
             self.forwarder.remove(self.listener)
         self.listener = listener

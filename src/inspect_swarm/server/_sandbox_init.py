@@ -296,18 +296,16 @@ def _mask(root: str, path: str) -> str | None:
         _mount("tmpfs", target, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV, "size=4k,mode=755")
     elif stat.S_ISREG(kind):
         # the sandbox's own /dev/null, read-only: a chmod of the file would be one of the node
-        _mount(root + "/dev/null", target, None, _MS_BIND)
-        _mount("none", target, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID)
+        _bind_read_only(root + "/dev/null", target)
     else:
         return None
     return target
 
 
-def _read_only(root: str, path: str) -> None:
-    if os.path.exists(root + path):
-        _mount(root + path, root + path, None, _MS_BIND)
-        flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
-        _mount("none", root + path, None, flags)
+def _bind_read_only(source: str, target: str) -> None:
+    _mount(source, target, None, _MS_BIND)
+    flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NOEXEC
+    _mount("none", target, None, flags)
 
 
 def _mount_overlay(base: str, root: str) -> None:
@@ -339,7 +337,8 @@ def _build_root(config: dict[str, Any], base: str) -> bool:
     _mount("sysfs", root + "/sys", "sysfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
     _mount_scratch(root)
     for path in _READ_ONLY:
-        _read_only(root, path)
+        if os.path.exists(root + path):
+            _bind_read_only(root + path, root + path)
     targets = [_mask(root, path) for path in (*_HIDDEN, *config["masks"])]
     for path in config["shares"]:
         os.makedirs(root + path, exist_ok=True)
