@@ -1,0 +1,36 @@
+"""The attack suite: what untrusted input, from outside or from inside a sandbox, must not do.
+
+Each test plays an attacker against a real server on 127.0.0.1: with an API key from outside,
+or from inside a sandbox with what every sandbox is given. An attack passes when it fails.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+
+import pytest
+
+from ..server.conftest import KEY, OTHER_KEY, Server, needs_namespaces, start_server, wait_for
+from ..server.test_sandboxes import TINY
+
+pytestmark = needs_namespaces
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A server for the module's attacks, with 8 GiB to book."""
+    handle = start_server(tmp_path_factory.mktemp("attack") / "state", "--memory-gib", "8")
+    yield handle
+    handle.kill(signal.SIGTERM)
+
+
+def in_sandbox(server: Server, script: str, key: str = KEY) -> dict[str, object]:
+    """Run a shell `script` in one small sandbox; the sandbox's record once it has ended."""
+    with server.client(key) as client:
+        run = client.swarms.start(script, count=1, size=TINY)
+        (sandbox,) = wait_for(client, run["id"])["sandboxes"]
+    return dict(sandbox)
+
+
+__all__ = ["KEY", "OTHER_KEY", "Server", "in_sandbox"]
