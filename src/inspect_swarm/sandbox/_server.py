@@ -86,7 +86,7 @@ class SwarmServerConfig(BaseModel):
     """The E2B domain of a hosted server."""
 
     api_key: str | None = None
-    """The E2B API key (an account key or a lease's `mlk_` key)."""
+    """The E2B API key (an account key, a lease's `mlk_` key, or inside a sandbox its own key)."""
 
     template: str = "base"
     """The template of services that name none."""
