@@ -7,6 +7,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 
 from e2b import Sandbox
@@ -54,7 +55,11 @@ async def test_without_a_configured_server_one_is_started_here(
         )
     finally:
         await SwarmServerSandboxEnvironment.sample_cleanup("local", None, envs, False)
-    assert _LocalServer.process is not None and _LocalServer.process.poll() is None
+    process, connection = _LocalServer.process, _LocalServer.connection
+    assert process is not None and process.poll() is None and connection is not None
+    # its key came in its ready file (0600), not on its command line (any user reads that)
+    cmdline = await anyio.Path(f"/proc/{process.pid}/cmdline").read_bytes()
+    assert connection.api_key.encode() not in cmdline
 
 
 def _marked(marker: str) -> list[str]:

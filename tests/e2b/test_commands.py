@@ -19,6 +19,7 @@ from e2b.envd.process import process_pb as pb
 
 from inspect_swarm.server._engine import Engine, Settings
 from inspect_swarm.server._isolation import IsolationConfig, NamespaceSandbox, SandboxHost
+from inspect_swarm.server._keys import Owner
 from inspect_swarm.server._schema import Size
 from inspect_swarm.server._store import Store
 from inspect_swarm.server.e2b._envd import Envd
@@ -29,7 +30,7 @@ from ..server.conftest import needs_namespaces
 
 pytestmark = pytest.mark.anyio
 
-ACCOUNT = "acct_test"
+ACCOUNT = Owner("acct_test")
 
 
 @pytest.fixture(params=["asyncio", "trio"])

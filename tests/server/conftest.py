@@ -54,8 +54,12 @@ def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "inspect_swarm.server._cli", *args]
 
 
-def start_server(state_dir: Path, *extra: str) -> Server:
-    """Start `inspect-swarm server` on a free loopback port and wait until it answers."""
+ACCOUNTS = (KEY, OTHER_KEY, f"{READ_ONLY_KEY}:read")
+
+
+def start_server(state_dir: Path, *extra: str, keys: tuple[str, ...] = ACCOUNTS) -> Server:
+    """Start `inspect-swarm server` (with `keys`, one account each) on a free loopback port
+    and wait until it answers."""
     state_dir.mkdir(parents=True, exist_ok=True)
     ready = state_dir.parent / f"{state_dir.name}.ready"
     ready.unlink(missing_ok=True)
@@ -70,12 +74,7 @@ def start_server(state_dir: Path, *extra: str) -> Server:
         str(state_dir),
         "--min-timeout",
         "1",
-        "--api-key",
-        KEY,
-        "--api-key",
-        OTHER_KEY,
-        "--api-key",
-        f"{READ_ONLY_KEY}:read",
+        *(arg for key in keys for arg in ("--api-key", key)),
         *extra,
     )
     log = (state_dir.parent / f"{state_dir.name}.log").open("ab")

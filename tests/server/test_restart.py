@@ -43,6 +43,8 @@ def test_killed_server_restarts_with_runs_in_flight(tmp_path: Path) -> None:
     try:
         finished, flying = _runs_in_flight(first)
         assert _sandbox_processes(state)
+        with first.client() as client:
+            lease_key = client.servers.lease()["apiKey"]
     finally:
         first.kill(signal.SIGKILL)
     wait_until(lambda: not _sandbox_processes(state), timeout=10)  # no orphans
@@ -59,6 +61,12 @@ def test_killed_server_restarts_with_runs_in_flight(tmp_path: Path) -> None:
             assert done["sandboxes"][3]["stdoutTail"] == "resumed\n"  # type: ignore[index]
             sandbox_id = done["sandboxes"][0]["sandboxId"]  # type: ignore[index]
             assert client.sandboxes.get(sandbox_id)["swarmId"] == flying["id"]
+            # only its hash was kept: the lease's key still works, and a new one is shown
+            shown = client.servers.lease()["apiKey"]
+            assert shown != lease_key and client.servers.lease()["apiKey"] == shown
+        for key in (lease_key, shown):
+            with second.client(key) as holder:
+                assert holder.swarms.get(str(finished["id"]))["id"] == finished["id"]
     finally:
         second.kill()
     assert not _sandbox_processes(state)

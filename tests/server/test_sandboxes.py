@@ -17,6 +17,7 @@ import pytest
 from inspect_swarm.server._cgroups import Limits
 from inspect_swarm.server._engine import Engine, Settings
 from inspect_swarm.server._isolation import IsolationConfig, NamespaceSandbox, Sandbox, SandboxHost
+from inspect_swarm.server._keys import Owner
 from inspect_swarm.server._schema import StartBody
 from inspect_swarm.server._store import Store
 
@@ -31,7 +32,7 @@ def test_count_runs_every_index_with_the_swarm_and_lease_variables(server: Serve
     with server.client() as client:
         run = client.swarms.start(
             'echo "$MARITIME_SWARM_INDEX/$MARITIME_SWARM_COUNT $MARITIME_SWARM_ID '
-            '$MARITIME_SERVER_LEASE_ID ${MARITIME_API_KEY%%_*} $E2B_API_KEY $MARITIME_API_URL"',
+            '$MARITIME_SERVER_LEASE_ID $MARITIME_API_KEY $E2B_API_KEY $MARITIME_API_URL"',
             count=5,
             size=TINY,
             name="env",
@@ -41,11 +42,16 @@ def test_count_runs_every_index_with_the_swarm_and_lease_variables(server: Serve
         lease = client.servers.lease()
     assert done["status"] == "completed"
     assert done["counts"]["succeeded"] == 5 and done["done"] == 5
+    keys = set()
     for i, sandbox in enumerate(done["sandboxes"]):
-        index, run_id, lease_id, prefix, e2b_key, url = sandbox["stdoutTail"].split()
+        index, run_id, lease_id, key, e2b_key, url = sandbox["stdoutTail"].split()
         assert (sandbox["index"], index) == (i, f"{i}/5")
-        assert (run_id, lease_id, prefix) == (run["id"], lease["id"], "mlk")
-        assert e2b_key == lease["apiKey"] and url == server.url
+        assert (run_id, lease_id, url) == (run["id"], lease["id"], server.url)
+        # each sandbox has a key of its own (see tests/security/test_keys.py)
+        assert key.startswith("mlk_") and e2b_key == key != lease["apiKey"]
+        keys.add(key)
+    assert len(keys) == 5
+    for sandbox in done["sandboxes"]:
         assert sandbox["sandboxId"].startswith("sbx-") and sandbox["exitCode"] == 0
     for key in (
         "id",
@@ -246,7 +252,7 @@ async def run_to_completion(engine: Engine, raw: dict[str, Any]) -> str:
     with anyio.fail_after(30):
         async with anyio.create_task_group() as tg:
             await tg.start(engine.serve)
-            view, _ = engine.start("acct_test", raw, StartBody.model_validate(raw), None)
+            view, _ = engine.start(Owner("acct_test"), raw, StartBody.model_validate(raw), None)
             while view.run["status"] != "completed":  # noqa: ASYNC110 (no event to await)
                 await anyio.sleep(0.02)
             tg.cancel_scope.cancel()

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from inspect_swarm.server import _views
+from inspect_swarm.server._keys import Owner
 from inspect_swarm.server._store import Store
 from inspect_swarm.server._views import Views
 
@@ -31,10 +32,13 @@ def store(tmp_path: Path) -> Iterator[Store]:
     store.close()
 
 
-def _start(store: Store, run_id: str, count: int, account: str = "acct") -> None:
+def _start(
+    store: Store, run_id: str, count: int, account: str = "acct", lineage: str = "/"
+) -> None:
     run = {
         "id": run_id,
         "account": account,
+        "lineage": lineage,
         "lease_id": "lease-1",
         "name": None,
         "spec": SPEC,
@@ -83,9 +87,30 @@ def test_a_view_follows_every_change_and_matches_sqlite(store: Store) -> None:
 def test_views_are_private_to_their_account(store: Store) -> None:
     _start(store, "r1", 1, account="alice")
     views = Views(store, ISOLATION)
-    assert views.get("r1", "bob") is None
-    assert views.get("r1", "alice") is not None
+    assert views.get("r1", Owner("bob")) is None
+    assert views.get("r1", Owner("alice")) is not None
     assert views.get("nope") is None
+
+
+def test_a_sandbox_key_reaches_only_what_its_sandbox_made(store: Store) -> None:
+    _start(store, "top", 1, account="alice")
+    _start(store, "child", 1, account="alice", lineage="/sbx-a/")
+    _start(store, "grandchild", 1, account="alice", lineage="/sbx-a/sbx-c/")
+    views = Views(store, ISOLATION)
+    reach = {
+        lineage: [s["id"] for s in views.summaries(Owner("alice", lineage))]
+        for lineage in ("/", "/sbx-a/", "/sbx-a/sbx-c/", "/sbx-b/")
+    }
+    assert reach == {
+        "/": ["grandchild", "child", "top"],
+        "/sbx-a/": ["grandchild", "child"],
+        "/sbx-a/sbx-c/": ["grandchild"],
+        "/sbx-b/": [],
+    }
+    assert views.get("child", Owner("alice", "/sbx-a/")) is not None
+    assert views.get("child", Owner("alice", "/sbx-a/sbx-c/")) is None
+    assert views.get("top", Owner("alice", "/sbx-a/")) is None
+    assert views.get("child", Owner("bob", "/sbx-a/")) is None
 
 
 def test_completed_runs_leave_memory_first_and_come_back_unchanged(
@@ -117,7 +142,7 @@ def test_summaries_list_newest_first_with_counts(store: Store) -> None:
     _start(store, "new", 2)
     views = Views(store, ISOLATION)
     views.get("new")  # one in memory, one read from SQLite
-    summaries = views.summaries("acct")
+    summaries = views.summaries(Owner("acct"))
     assert [s["id"] for s in summaries] == ["new", "old"]
     assert [s["counts"]["queued"] for s in summaries] == [2, 1]
     assert all("sandboxes" not in s for s in summaries)

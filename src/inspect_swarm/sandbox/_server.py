@@ -86,7 +86,7 @@ class SwarmServerConfig(BaseModel):
     """The E2B domain of a hosted server."""
 
     api_key: str | None = None
-    """The E2B API key (an account key or a lease's `mlk_` key)."""
+    """The E2B API key (an account key, a lease's `mlk_` key, or inside a sandbox its own key)."""
 
     template: str = "base"
     """The template of services that name none."""
@@ -181,20 +181,22 @@ class _LocalServer:
             return cls.connection
         state = Path(tempfile.mkdtemp(prefix="inspect-swarm-server-"))
         ready = state / "ready.json"
-        key = f"isk_{uuid.uuid4().hex}"
+        # the server makes its key and gives it in the ready file (0600): a key on the
+        # command line would be in /proc/<pid>/cmdline for every user of the machine
         command = [sys.executable, "-m", "inspect_swarm.server._cli", "server", "--port", "0"]
         command += ["--ready-file", str(ready), "--state-dir", str(state / "state")]
         with (state / "server.log").open("wb") as log:
             # forked from the loop's thread on purpose: the server dies with that thread
             process = subprocess.Popen(  # noqa: ASYNC220
-                [*command, "--api-key", key], stdout=log, stderr=log, preexec_fn=_die_with_parent
+                command, stdout=log, stderr=log, preexec_fn=_die_with_parent
             )
         cls.process, cls.connection = process, None
         atexit.register(_stop_server, process, state)
         with anyio.move_on_after(_SERVER_START_SECONDS):
             while process.poll() is None:
                 if ready.exists() and (text := ready.read_text()):
-                    url = json.loads(text)["url"]
+                    found = json.loads(text)
+                    url, key = found["url"], found["apiKey"]
                     cls.connection = _Connection(url, key, url, None)
                     return cls.connection
                 await anyio.sleep(0.05)

@@ -16,7 +16,9 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
 from ._engine import Engine
+from ._keys import Owner
 from ._schema import ApiError, invalid, parse_sandbox, parse_start
+from ._store import Lease
 from ._views import RunView, sandbox_object
 from .e2b import mount_e2b
 from .e2b._sandboxes import E2BSandboxes
@@ -28,18 +30,26 @@ ALL_SCOPES = frozenset({READ, PROVISION})
 
 @dataclass(frozen=True)
 class Principal:
-    """Who is calling: an account and what its key may do."""
+    """Who is calling: whose records its key reaches, what it may do, and the key itself."""
 
-    account: str
+    owner: Owner
     scopes: frozenset[str]
+    key: str
 
 
 class Keys:
-    """The bearer keys this server accepts: its own keys, and open leases' `mlk_` keys."""
+    """The bearer keys this server accepts: its own keys (one account each), and the `mlk_`
+    keys made for those accounts while their lease is open (see `_keys`)."""
 
     def __init__(self, keys: Mapping[str, frozenset[str]], engine: Engine) -> None:
         self._keys = dict(keys)
+        self._scopes = {account_of(key): scopes for key, scopes in keys.items()}
         self._engine = engine
+
+    @property
+    def accounts(self) -> frozenset[str]:
+        """The accounts of this server's keys."""
+        return frozenset(self._scopes)
 
     def principal(self, request: Request, scope: str) -> Principal:
         """Authenticate the request and check that its key has `scope`."""
@@ -57,12 +67,14 @@ class Keys:
         return principal
 
     def lookup(self, key: str) -> Principal | None:
-        """Who a key stands for: a server key's account, or an open lease's (None if unknown)."""
+        """Who a key stands for: a server key's account, or what a key made for an account
+        that still has a server key reaches (None if unknown)."""
         if key in self._keys:
-            return Principal(account_of(key), self._keys[key])
-        if (lease := self._engine.store.lease_by_key(key)) is not None:
-            return Principal(lease.account, ALL_SCOPES)
-        return None
+            return Principal(Owner(account_of(key)), self._keys[key], key)
+        made = self._engine.store.key(key)
+        if made is None or (scopes := self._scopes.get(made["account"])) is None:
+            return None
+        return Principal(Owner(made["account"], made["lineage"]), scopes, key)
 
 
 def account_of(key: str) -> str:
@@ -98,6 +110,7 @@ def create_app(engine: Engine, keys: Mapping[str, frozenset[str]]) -> FastAPI:
     store = engine.store
     sandboxes = E2BSandboxes(engine)
     mount_e2b(app, sandboxes, auth)
+    engine.close_accounts(auth.accounts)
 
     @app.exception_handler(ApiError)
     async def api_error(_: Request, ex: ApiError) -> JSONResponse:
@@ -118,8 +131,8 @@ def create_app(engine: Engine, keys: Mapping[str, frozenset[str]]) -> FastAPI:
     async def internal_error(_: Request, ex: Exception) -> JSONResponse:
         return _error(ApiError(500, "internal_error", f"internal error ({type(ex).__name__})"))
 
-    def run_view(run_id: str, account: str) -> RunView:
-        view = engine.views.get(run_id, account)
+    def run_view(run_id: str, owner: Owner) -> RunView:
+        view = engine.views.get(run_id, owner)
         if view is None:
             raise ApiError(404, "not_found", f"no swarm run {run_id!r}")
         return view
@@ -138,13 +151,13 @@ def create_app(engine: Engine, keys: Mapping[str, frozenset[str]]) -> FastAPI:
         raw = await _json(request)
         body = parse_start(raw)
         key = request.headers.get("idempotency-key") or None
-        run, created = engine.start(who.account, raw, body, key)
+        run, created = engine.start(who.owner, raw, body, key)
         return _run_json(run, 201 if created else 200)
 
     @app.get("/api/swarms")
     async def list_runs(request: Request) -> dict[str, Any]:
         who = auth.principal(request, READ)
-        return {"swarms": engine.views.summaries(who.account)}
+        return {"swarms": engine.views.summaries(who.owner)}
 
     @app.get("/api/swarms/access")
     async def access(request: Request) -> dict[str, Any]:
@@ -160,26 +173,31 @@ def create_app(engine: Engine, keys: Mapping[str, frozenset[str]]) -> FastAPI:
     @app.get("/api/swarms/{run_id}")
     async def get_run(run_id: str, request: Request) -> Response:
         who = auth.principal(request, READ)
-        return _run_json(run_view(run_id, who.account))
+        return _run_json(run_view(run_id, who.owner))
 
     @app.get("/api/swarms/{run_id}/results")
     async def results(run_id: str, request: Request) -> Response:
         who = auth.principal(request, READ)
-        results = run_view(run_id, who.account).results()
+        results = run_view(run_id, who.owner).results()
         return Response(results, media_type="application/x-ndjson")
 
     @app.post("/api/swarms/{run_id}/cancel")
     async def cancel(run_id: str, request: Request) -> Response:
         who = auth.principal(request, PROVISION)
-        view = run_view(run_id, who.account)
+        view = run_view(run_id, who.owner)
         engine.cancel(run_id)
         return _run_json(view)
+
+    def lease_object(lease: Lease, who: Principal) -> dict[str, Any]:
+        # a sandbox's key is shown itself, never the lease's key
+        key = who.key if who.owner.sandbox_key else engine.lease_key(lease)
+        return engine.lease_object(lease, key)
 
     @app.get("/v1/servers")
     async def servers(request: Request) -> dict[str, Any]:
         who = auth.principal(request, READ)
         lease = store.open_lease()
-        mine = lease is not None and lease.account == who.account
+        mine = lease is not None and lease.account == who.owner.account
         state = "available" if lease is None else "yours" if mine else "busy"
         return {
             "servers": [
@@ -190,35 +208,42 @@ def create_app(engine: Engine, keys: Mapping[str, frozenset[str]]) -> FastAPI:
                     "isolation": engine.host.describe(),
                 }
             ],
-            "lease": engine.lease_object(lease, True) if mine and lease else None,
+            "lease": lease_object(lease, who) if mine and lease else None,
             "eligible": engine.settings.plan == "scale",
         }
 
     @app.post("/v1/servers/lease")
     async def lease(request: Request) -> JSONResponse:
         who = auth.principal(request, PROVISION)
-        held, created = engine.lease(who.account)
-        return JSONResponse(engine.lease_object(held, True), status_code=201 if created else 200)
+        held, created = engine.lease(who.owner.account)
+        return JSONResponse(lease_object(held, who), status_code=201 if created else 200)
 
     @app.delete("/v1/servers/lease")
     async def release(request: Request) -> dict[str, Any]:
         who = auth.principal(request, PROVISION)
+        if who.owner.sandbox_key:
+            raise ApiError(
+                403,
+                "sandbox_key",
+                "DELETE /v1/servers/lease: a sandbox's key cannot release the lease (it would "
+                "end every sandbox on it); release it with the account's key",
+            )
         held = store.open_lease()
-        if held is None or held.account != who.account:
+        if held is None or held.account != who.owner.account:
             raise ApiError(404, "no_lease", "you do not rent this server")
         engine.release(held, "released")
         ended = store.lease(held.id)
         assert ended is not None
-        return engine.lease_object(ended, True)
+        return engine.lease_object(ended, None)
 
-    def swarm_sandbox(sandbox_id: str, account: str) -> dict[str, Any] | None:
+    def swarm_sandbox(sandbox_id: str, owner: Owner) -> dict[str, Any] | None:
         row = store.sandbox(sandbox_id)
-        if row is None or store.run(row["run_id"], account) is None:
+        if row is None or store.run(row["run_id"], owner) is None:
             return None
         return {**sandbox_object(row), "swarmId": row["run_id"]}
 
-    def long_lived_sandbox(sandbox_id: str, account: str) -> dict[str, Any]:
-        found = sandboxes.lookup(sandbox_id, account)
+    def long_lived_sandbox(sandbox_id: str, owner: Owner) -> dict[str, Any]:
+        found = sandboxes.lookup(sandbox_id, owner)
         if found is None:
             raise ApiError(404, "not_found", f"no sandbox {sandbox_id!r}")
         return found
@@ -229,7 +254,7 @@ def create_app(engine: Engine, keys: Mapping[str, frozenset[str]]) -> FastAPI:
         body = parse_sandbox(await _json(request) if await request.body() else {})
         engine.check_sandbox(body)
         box = await sandboxes.start(
-            who.account,
+            who.owner,
             body.template or "base",
             body.size,
             body.timeoutSeconds or engine.settings.default_timeout,
@@ -241,20 +266,18 @@ def create_app(engine: Engine, keys: Mapping[str, frozenset[str]]) -> FastAPI:
     @app.get("/v1/sandboxes")
     async def list_sandboxes(request: Request) -> dict[str, Any]:
         who = auth.principal(request, READ)
-        return {
-            "sandboxes": [sandboxes.describe(box) for box in reversed(sandboxes.of(who.account))]
-        }
+        return {"sandboxes": [sandboxes.describe(box) for box in reversed(sandboxes.of(who.owner))]}
 
     @app.get("/v1/sandboxes/{sandbox_id}")
     async def sandbox(sandbox_id: str, request: Request) -> dict[str, Any]:
         who = auth.principal(request, READ)
-        found = swarm_sandbox(sandbox_id, who.account)
-        return found or long_lived_sandbox(sandbox_id, who.account)
+        found = swarm_sandbox(sandbox_id, who.owner)
+        return found or long_lived_sandbox(sandbox_id, who.owner)
 
     @app.delete("/v1/sandboxes/{sandbox_id}")
     async def kill_sandbox(sandbox_id: str, request: Request) -> dict[str, Any]:
         who = auth.principal(request, PROVISION)
-        if (found := swarm_sandbox(sandbox_id, who.account)) is not None:
+        if (found := swarm_sandbox(sandbox_id, who.owner)) is not None:
             run_id = found["swarmId"]
             raise ApiError(
                 409,
@@ -262,9 +285,9 @@ def create_app(engine: Engine, keys: Mapping[str, frozenset[str]]) -> FastAPI:
                 f"sandbox {sandbox_id!r} belongs to swarm run {run_id}; cancel the run "
                 f"instead (POST /api/swarms/{run_id}/cancel)",
             )
-        if (box := sandboxes.live(sandbox_id, who.account)) is not None:
+        if (box := sandboxes.live(sandbox_id, who.owner)) is not None:
             await sandboxes.kill(box)
-        return long_lived_sandbox(sandbox_id, who.account)
+        return long_lived_sandbox(sandbox_id, who.owner)
 
     return app
 

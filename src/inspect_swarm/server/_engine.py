@@ -24,6 +24,7 @@ from anyio.abc import TaskGroup
 
 from ._cgroups import Limits
 from ._isolation import Sandbox, SandboxError, SandboxHost
+from ._keys import ROOT, Owner, child_lineage, new_key
 from ._process import ChildProcess
 from ._schema import (
     RESULT_BYTES,
@@ -39,6 +40,8 @@ from ._store import Lease, Store
 from ._views import RunView, Views, iso
 
 GIB = 1024**3
+_RELEASE_REASONS = {"closed": "closed: the account's key was removed from the server"}
+"""What a lease's `releaseReason` means, where the reason alone does not say it."""
 RECORDS_KEPT_SECONDS = 7 * 24 * 3600
 _DRAIN_SECONDS = 0.5
 _TICK_SECONDS = 1.0
@@ -64,6 +67,8 @@ class _Run:
     """What the scheduler keeps in memory about an unfinished run."""
 
     id: str
+    lineage: str
+    """The lineage the run was made under (its sandboxes' keys reach below it)."""
     lease_id: str
     count: int
     concurrency: int
@@ -122,6 +127,8 @@ class Engine:
         self._tg: TaskGroup | None = None
         self._idle_since: float | None = None
         self.holders: list[LeaseHolder] = []
+        self._lease_keys: dict[str, str] = {}
+        """Each open lease's key as its account is shown it (the store keeps only hashes)."""
         self.views = Views(store, host.describe())
         self._recover()
 
@@ -130,6 +137,7 @@ class Engine:
     def _recover(self) -> None:
         self.store.fail_interrupted("server restarted while the sandbox was running")
         self.store.end_long_lived("server restarted while the sandbox was alive")
+        self.store.revoke_sandbox_keys()
         self.host.reap_leftovers()
         self.store.purge(time.time() - RECORDS_KEPT_SECONDS)
         for row in self.store.unfinished_runs():
@@ -138,6 +146,7 @@ class Engine:
             size = spec["size"]
             self._runs[row["id"]] = _Run(
                 row["id"],
+                row["lineage"],
                 row["lease_id"],
                 row["count"],
                 row["concurrency"],
@@ -151,12 +160,13 @@ class Engine:
     # starting
 
     def start(
-        self, account: str, raw: dict[str, Any], body: StartBody, key: str | None
+        self, owner: Owner, raw: dict[str, Any], body: StartBody, key: str | None
     ) -> tuple[RunView, bool]:
-        """Start a run; (run, False) when the idempotency key already started it."""
+        """Start a run for `owner` (made under its lineage); (run, False) when the idempotency
+        key already started it."""
         key = key or body.idempotencyKey
         digest = body_hash(raw)
-        if key is not None and (seen := self.store.idempotent(account, key)) is not None:
+        if key is not None and (seen := self.store.idempotent(owner.namespace, key)) is not None:
             if seen["body_hash"] != digest:
                 raise ApiError(
                     409,
@@ -168,7 +178,7 @@ class Engine:
             assert view is not None
             return view, False
         self._check_start(body)
-        lease, _ = self.lease(account)
+        lease, _ = self.lease(owner.account)
         inputs = _inputs(body)
         concurrency = body.concurrency or self._max_concurrency(body.size)
         run_id = uuid.uuid4().hex
@@ -181,7 +191,8 @@ class Engine:
         }
         run = {
             "id": run_id,
-            "account": account,
+            "account": owner.account,
+            "lineage": owner.lineage,
             "lease_id": lease.id,
             "name": body.name,
             "spec": spec,
@@ -190,10 +201,11 @@ class Engine:
         }
         sandbox_ids = [_sandbox_id() for _ in inputs]
         self.store.insert_run(
-            run, inputs, sandbox_ids, None if key is None else (account, key, digest)
+            run, inputs, sandbox_ids, None if key is None else (owner.namespace, key, digest)
         )
         self._runs[run_id] = _Run(
             run_id,
+            owner.lineage,
             lease.id,
             len(inputs),
             concurrency,
@@ -284,24 +296,52 @@ class Engine:
             return current, False
         if self.settings.plan == "none":
             raise ApiError(402, "plan_required", "this server does not offer Swarms (plan none)")
-        lease = Lease(
-            f"lease-{uuid.uuid4().hex[:12]}",
-            account,
-            f"mlk_{secrets.token_urlsafe(24)}",
-            time.time(),
-            None,
-            None,
-        )
+        lease = Lease(f"lease-{uuid.uuid4().hex[:12]}", account, time.time(), None, None)
         self.store.insert_lease(lease)
         self._idle_since = time.monotonic()
         return lease, True
 
+    def lease_key(self, lease: Lease) -> str:
+        """The open lease's key: it acts for the account while the lease is open.
+
+        Made on first asking, and again by a restarted server (which kept only the hashes of
+        the keys it gave before: those keep working too).
+        """
+        key = self._lease_keys.get(lease.id)
+        if key is None:
+            key = self._lease_keys[lease.id] = new_key()
+            self.store.insert_key(key, lease.account, lease.id, None, ROOT)
+        return key
+
+    def sandbox_key(self, lease: Lease, sandbox_id: str, lineage: str) -> str:
+        """A new key of the sandbox `sandbox_id`, made under `lineage`: it reaches only what
+        the sandbox makes, until `revoke_sandbox_key`."""
+        key = new_key()
+        self.store.insert_key(
+            key, lease.account, lease.id, sandbox_id, child_lineage(lineage, sandbox_id)
+        )
+        return key
+
+    def revoke_sandbox_key(self, sandbox_id: str) -> None:
+        """The sandbox has ended: its key stops working."""
+        self.store.revoke_sandbox_keys(sandbox_id)
+
+    def close_accounts(self, accounts: frozenset[str]) -> None:
+        """End the lease of an account not in `accounts` (its key was removed from the
+        server): every key made for it stops working, and its runs and sandboxes end."""
+        lease = self.store.open_lease()
+        if lease is not None and lease.account not in accounts:
+            self.release(lease, "closed")
+
     def release(self, lease: Lease, reason: str) -> None:
-        """End a lease and every sandbox on it."""
+        """End a lease, every key made for it and every sandbox on it."""
         self.store.release_lease(lease.id, reason)
+        self.store.revoke_lease_keys(lease.id)
+        self._lease_keys.pop(lease.id, None)
         # the run's `error`, as billing's on a hosted server: its queued sandboxes fail with
         # it, and its running ones stop too, since releasing ends every sandbox on the server
-        error = f"the server's lease ended ({reason}): every sandbox on it was ended"
+        why = _RELEASE_REASONS.get(reason, reason)
+        error = f"the server's lease ended ({why}): every sandbox on it was ended"
         for run in [r for r in self._runs.values() if r.lease_id == lease.id]:
             self._set_run(run.id, error=error)
             self._end_run(run.id, "failed", error)
@@ -334,12 +374,12 @@ class Engine:
         assert self._tg is not None, "the engine is not serving"
         self._tg.start_soon(func, *args)
 
-    def lease_env(self, lease: Lease) -> dict[str, str]:
-        """The variables every sandbox on the lease gets."""
+    def lease_env(self, lease: Lease, key: str) -> dict[str, str]:
+        """The variables a sandbox on the lease gets, with its own `key`."""
         domain = self.url.split("://", 1)[-1]
         return {
-            "MARITIME_API_KEY": lease.api_key,
-            "E2B_API_KEY": lease.api_key,
+            "MARITIME_API_KEY": key,
+            "E2B_API_KEY": key,
             "MARITIME_API_URL": self.url,
             "E2B_DOMAIN": domain,
             "E2B_API_URL": self.url,
@@ -347,8 +387,9 @@ class Engine:
             "MARITIME_SERVER_LEASE_ID": lease.id,
         }
 
-    def lease_object(self, lease: Lease, mine: bool) -> dict[str, Any]:
-        """A lease as the API shows it (key and variables only to its own account)."""
+    def lease_object(self, lease: Lease, key: str | None) -> dict[str, Any]:
+        """A lease as the API shows it, with `key` and the variables that carry it (given only
+        to the lease's own account)."""
         is_open = lease.released_at is None
         obj: dict[str, Any] = {
             "id": lease.id,
@@ -361,9 +402,9 @@ class Engine:
             "releasedAt": iso(lease.released_at),
             "releaseReason": lease.release_reason,
         }
-        if mine and is_open:
-            obj["apiKey"] = lease.api_key
-            obj["env"] = self.lease_env(lease)
+        if key is not None and is_open:
+            obj["apiKey"] = key
+            obj["env"] = self.lease_env(lease, key)
         return obj
 
     # the scheduler
@@ -513,6 +554,7 @@ class Engine:
             keep = bool(run.queue) and sandbox.reusable
             return outcome
         finally:
+            self.revoke_sandbox_key(row["sandbox_id"])
             # what the sandbox ran is over before its end is recorded, unless it is kept
             if not keep:
                 slot.sandbox = None
@@ -549,7 +591,7 @@ class Engine:
         lease = self.store.lease(run.lease_id)
         assert lease is not None
         env = {
-            **self.lease_env(lease),
+            **self.lease_env(lease, self.sandbox_key(lease, sandbox.id, run.lineage)),
             "MARITIME_SWARM_INDEX": str(idx),
             "MARITIME_SWARM_COUNT": str(run.count),
             "MARITIME_SWARM_ID": run.id,

@@ -68,20 +68,30 @@ def _server_key(state_dir: Path) -> str:
     """The server's own key, made once and kept in its state directory."""
     path = state_dir / "api-key"
     if path.exists():
+        os.chmod(path, 0o600)
         return path.read_text().strip()
     key = f"isk_{secrets.token_urlsafe(24)}"
-    path.touch(mode=0o600)
-    path.write_text(key + "\n")
+    write_private(path, key + "\n")
     return key
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write a file only its owner may read (it holds a key), whatever mode it had."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as file:
+        os.fchmod(fd, 0o600)
+        file.write(text)
 
 
 def serve(options: ServerOptions) -> None:
     """Run the server in the foreground until interrupted."""
     state_dir = (options.state_dir or default_state_dir()).resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(state_dir, 0o700)  # its database and key files are the server's alone
     keys = dict(parse_key(k) for k in options.api_keys)
     if not keys:
         keys = {_server_key(state_dir): ALL_SCOPES}
+    store = Store(state_dir / "swarm.db")  # first: a database it cannot open stops it here
     sock = socket.socket(socket.AF_INET6 if ":" in options.host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     # accepted connections inherit it; asyncio sets it only on sockets made with IPPROTO_TCP,
@@ -112,7 +122,6 @@ def serve(options: ServerOptions) -> None:
         stuck_timeout=options.stuck_timeout,
         plan=options.plan,
     )
-    store = Store(state_dir / "swarm.db")
     engine = Engine(store, sandbox_host, settings)
     engine.url = url
     app = create_app(engine, keys)
@@ -122,7 +131,7 @@ def serve(options: ServerOptions) -> None:
     print(f"  MARITIME_API_KEY={first_key}", flush=True)
     print(f"  isolation: {sandbox_host.describe()['note']}", flush=True)
     if options.ready_file is not None:
-        options.ready_file.write_text(json.dumps({"url": url, "apiKey": first_key}))
+        write_private(options.ready_file, json.dumps({"url": url, "apiKey": first_key}))
     try:
         _run(app, sock)
     finally:

@@ -1,5 +1,5 @@
-"""Durable state in SQLite: runs, sandboxes, results, idempotency keys, leases, and the
-records of long-lived sandboxes (those made outside runs).
+"""Durable state in SQLite: runs, sandboxes, results, idempotency keys, leases, the records
+of long-lived sandboxes (those made outside runs), and the hashes of the keys given out.
 
 Every change is committed at once (WAL, synchronous=NORMAL), so a server killed at any point
 restarts with everything that had finished. The server's event loop is the only writer.
@@ -14,6 +14,7 @@ durable in the WAL; a server killed before one loses nothing.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping
@@ -21,12 +22,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-_SCHEMA = """
+from ._keys import ROOT, Owner, key_hash
+
+SCHEMA_VERSION = 1
+"""1: keys stored hashed in `keys` (version 0 kept lease keys in `leases.api_key`), and
+the lineage of every run and long-lived sandbox."""
+
+_LEASE_COLUMNS = """id TEXT PRIMARY KEY, account TEXT NOT NULL,
+    started_at REAL NOT NULL, released_at REAL, release_reason TEXT"""
+
+_SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY, seq INTEGER NOT NULL, account TEXT NOT NULL, lease_id TEXT NOT NULL,
     name TEXT, spec TEXT NOT NULL, count INTEGER NOT NULL, concurrency INTEGER NOT NULL,
     status TEXT NOT NULL, waiting_reason TEXT, error TEXT,
-    created_at REAL NOT NULL, ended_at REAL
+    created_at REAL NOT NULL, ended_at REAL, lineage TEXT NOT NULL DEFAULT '/'
 );
 CREATE TABLE IF NOT EXISTS sandboxes (
     run_id TEXT NOT NULL, idx INTEGER NOT NULL, sandbox_id TEXT NOT NULL UNIQUE,
@@ -38,20 +48,23 @@ CREATE TABLE IF NOT EXISTS idempotency (
     account TEXT NOT NULL, key TEXT NOT NULL, body_hash TEXT NOT NULL, run_id TEXT NOT NULL,
     created_at REAL NOT NULL, PRIMARY KEY (account, key)
 );
-CREATE TABLE IF NOT EXISTS leases (
-    id TEXT PRIMARY KEY, account TEXT NOT NULL, api_key TEXT NOT NULL UNIQUE,
-    started_at REAL NOT NULL, released_at REAL, release_reason TEXT
+CREATE TABLE IF NOT EXISTS leases ({_LEASE_COLUMNS});
+CREATE TABLE IF NOT EXISTS keys (
+    hash TEXT PRIMARY KEY, account TEXT NOT NULL, lease_id TEXT NOT NULL, sandbox_id TEXT,
+    lineage TEXT NOT NULL, created_at REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS long_lived (
     sandbox_id TEXT PRIMARY KEY, account TEXT NOT NULL, lease_id TEXT NOT NULL,
     template TEXT NOT NULL, vcpus INTEGER NOT NULL, memory_gb INTEGER NOT NULL,
     metadata TEXT NOT NULL, started_at REAL NOT NULL, end_at REAL NOT NULL,
-    ended_at REAL, end_reason TEXT
+    ended_at REAL, end_reason TEXT, lineage TEXT NOT NULL DEFAULT '/'
 );
 CREATE INDEX IF NOT EXISTS sandboxes_status ON sandboxes (status);
 CREATE INDEX IF NOT EXISTS runs_account ON runs (account, seq);
 CREATE INDEX IF NOT EXISTS runs_seq ON runs (seq);
 CREATE INDEX IF NOT EXISTS idempotency_run ON idempotency (run_id);
+CREATE INDEX IF NOT EXISTS keys_lease ON keys (lease_id);
+CREATE INDEX IF NOT EXISTS keys_sandbox ON keys (sandbox_id);
 """
 
 ACTIVE = ("booting", "running")
@@ -65,7 +78,6 @@ class Lease:
 
     id: str
     account: str
-    api_key: str
     started_at: float
     released_at: float | None
     release_reason: str | None
@@ -76,12 +88,17 @@ class Store:
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
+        _owner_only(path)
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA wal_autocheckpoint=0")
-        self._db.executescript(_SCHEMA)
+        try:
+            _migrate(self._db, path)
+        except ValueError:
+            self._db.close()
+            raise
         self._checkpointer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
 
     def close(self) -> None:
@@ -112,7 +129,7 @@ class Store:
             seq = self._db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM runs").fetchone()[0]
             self._write(
                 "INSERT INTO runs (id, seq, account, lease_id, name, spec, count, concurrency,"
-                " status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?)",
+                " status, created_at, lineage) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)",
                 (
                     run["id"],
                     seq,
@@ -123,6 +140,7 @@ class Store:
                     len(inputs),
                     run["concurrency"],
                     run["created_at"],
+                    run["lineage"],
                 ),
             )
             self._db.executemany(
@@ -140,21 +158,22 @@ class Store:
                     (account, key, digest, run["id"], run["created_at"]),
                 )
 
-    def run(self, run_id: str, account: str | None = None) -> sqlite3.Row | None:
-        """One run (of `account`, when given)."""
+    def run(self, run_id: str, owner: Owner | None = None) -> sqlite3.Row | None:
+        """One run (within `owner`'s reach, when given)."""
         row: sqlite3.Row | None = self._db.execute(
             "SELECT * FROM runs WHERE id = ?", (run_id,)
         ).fetchone()
-        if row is None or (account is not None and row["account"] != account):
+        if row is None or (owner is not None and not owner.owns(row["account"], row["lineage"])):
             return None
         return row
 
-    def runs(self, account: str | None = None) -> list[sqlite3.Row]:
-        """Runs, newest first (every account's when `account` is None)."""
-        if account is None:
+    def runs(self, owner: Owner | None = None) -> list[sqlite3.Row]:
+        """Runs, newest first (within `owner`'s reach; every account's when None)."""
+        if owner is None:
             return self._db.execute("SELECT * FROM runs ORDER BY seq DESC").fetchall()
         return self._db.execute(
-            "SELECT * FROM runs WHERE account = ? ORDER BY seq DESC", (account,)
+            "SELECT * FROM runs WHERE account = ? AND substr(lineage, 1, ?) = ? ORDER BY seq DESC",
+            (owner.account, len(owner.lineage), owner.lineage),
         ).fetchall()
 
     def update_run(self, run_id: str, **fields: Any) -> None:
@@ -252,11 +271,13 @@ class Store:
         marks = ", ".join("?" for _ in record)
         self._write(f"INSERT INTO long_lived ({names}) VALUES ({marks})", record.values())
 
-    def long_lived(self, sandbox_id: str, account: str) -> sqlite3.Row | None:
-        """The record of one of the account's long-lived sandboxes."""
+    def long_lived(self, sandbox_id: str, owner: Owner) -> sqlite3.Row | None:
+        """The record of a long-lived sandbox within `owner`'s reach."""
         row: sqlite3.Row | None = self._db.execute(
-            "SELECT * FROM long_lived WHERE sandbox_id = ? AND account = ?", (sandbox_id, account)
+            "SELECT * FROM long_lived WHERE sandbox_id = ?", (sandbox_id,)
         ).fetchone()
+        if row is None or not owner.owns(row["account"], row["lineage"]):
+            return None
         return row
 
     def update_long_lived(self, sandbox_id: str, **fields: Any) -> None:
@@ -275,10 +296,10 @@ class Store:
 
     # idempotency
 
-    def idempotent(self, account: str, key: str) -> sqlite3.Row | None:
-        """The run an idempotency key started, with the hash of its body."""
+    def idempotent(self, namespace: str, key: str) -> sqlite3.Row | None:
+        """The run an idempotency key of `namespace` (see `Owner`) started, with its body's hash."""
         row: sqlite3.Row | None = self._db.execute(
-            "SELECT * FROM idempotency WHERE account = ? AND key = ?", (account, key)
+            "SELECT * FROM idempotency WHERE account = ? AND key = ?", (namespace, key)
         ).fetchone()
         return row
 
@@ -293,13 +314,6 @@ class Store:
         """One lease by id."""
         return _lease(self._db.execute("SELECT * FROM leases WHERE id = ?", (lease_id,)).fetchone())
 
-    def lease_by_key(self, api_key: str) -> Lease | None:
-        """The open lease whose `mlk_` key this is."""
-        row = self._db.execute(
-            "SELECT * FROM leases WHERE api_key = ? AND released_at IS NULL", (api_key,)
-        ).fetchone()
-        return _lease(row)
-
     def last_lease(self, account: str) -> Lease | None:
         """The account's most recent lease."""
         row = self._db.execute(
@@ -310,8 +324,8 @@ class Store:
     def insert_lease(self, lease: Lease) -> None:
         """Record a new open lease."""
         self._write(
-            "INSERT INTO leases (id, account, api_key, started_at) VALUES (?, ?, ?, ?)",
-            (lease.id, lease.account, lease.api_key, lease.started_at),
+            "INSERT INTO leases (id, account, started_at) VALUES (?, ?, ?)",
+            (lease.id, lease.account, lease.started_at),
         )
 
     def release_lease(self, lease_id: str, reason: str) -> None:
@@ -321,6 +335,98 @@ class Store:
             (time.time(), reason, lease_id),
         )
 
+    # keys (only their hashes)
+
+    def insert_key(
+        self, key: str, account: str, lease_id: str, sandbox_id: str | None, lineage: str
+    ) -> None:
+        """Record a key: a lease key (no `sandbox_id`) or a sandbox's, reaching `lineage`."""
+        self._write(
+            "INSERT INTO keys VALUES (?, ?, ?, ?, ?, ?)",
+            (key_hash(key), account, lease_id, sandbox_id, lineage, time.time()),
+        )
+
+    def key(self, key: str) -> sqlite3.Row | None:
+        """The record of a key of an open lease (None for any other)."""
+        row: sqlite3.Row | None = self._db.execute(
+            "SELECT keys.* FROM keys JOIN leases ON leases.id = keys.lease_id"
+            " WHERE keys.hash = ? AND leases.released_at IS NULL",
+            (key_hash(key),),
+        ).fetchone()
+        return row
+
+    def revoke_lease_keys(self, lease_id: str) -> None:
+        """Forget every key of a lease."""
+        self._write("DELETE FROM keys WHERE lease_id = ?", (lease_id,))
+
+    def revoke_sandbox_keys(self, sandbox_id: str | None = None) -> None:
+        """Forget a sandbox's key (every sandbox's when None: none outlives a restart)."""
+        if sandbox_id is None:
+            self._write("DELETE FROM keys WHERE sandbox_id IS NOT NULL")
+        else:
+            self._write("DELETE FROM keys WHERE sandbox_id = ?", (sandbox_id,))
+
+
+def _owner_only(path: Path) -> None:
+    """Make the database, and its WAL and shared-memory files if any, readable by the owner
+    only (SQLite gives the files it makes the database's mode)."""
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    for name in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        if name.exists():
+            os.chmod(name, 0o600)
+
+
+def _migrate(db: sqlite3.Connection, path: Path) -> None:
+    """Bring a database of an earlier version up to this one (or refuse a later one)."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise ValueError(
+            f"{path}: the database is of schema version {version}, newer than this server's "
+            f"({SCHEMA_VERSION}); run the newer inspect-swarm on it, or use another --state-dir"
+        )
+    earlier = _columns(db, "runs") != set()
+    db.executescript(_SCHEMA)
+    if earlier and version < 1:
+        _to_version_1(db)
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _columns(db: sqlite3.Connection, table: str) -> set[str]:
+    return {row["name"] for row in db.execute(f"PRAGMA table_info({table})")}
+
+
+def _to_version_1(db: sqlite3.Connection) -> None:
+    """Give runs and long-lived sandboxes a lineage, and keep only hashes of lease keys."""
+    db.execute("PRAGMA secure_delete = ON")  # the plain keys' bytes are zeroed, not only freed
+    with db:
+        db.execute("BEGIN")
+        for table in ("runs", "long_lived"):
+            if "lineage" not in _columns(db, table):
+                db.execute(f"ALTER TABLE {table} ADD COLUMN lineage TEXT NOT NULL DEFAULT '/'")
+        if "api_key" in _columns(db, "leases"):
+            for lease in db.execute("SELECT * FROM leases WHERE released_at IS NULL").fetchall():
+                db.execute(
+                    "INSERT INTO keys VALUES (?, ?, ?, NULL, ?, ?)",
+                    (
+                        key_hash(lease["api_key"]),
+                        lease["account"],
+                        lease["id"],
+                        ROOT,
+                        lease["started_at"],
+                    ),
+                )
+            db.execute(f"CREATE TABLE leases_v1 ({_LEASE_COLUMNS})")
+            db.execute(
+                "INSERT INTO leases_v1 SELECT id, account, started_at, released_at, release_reason"
+                " FROM leases"
+            )
+            db.execute("DROP TABLE leases")
+            db.execute("ALTER TABLE leases_v1 RENAME TO leases")
+    # nothing of the old table left in free pages or the WAL
+    db.execute("VACUUM")
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.execute("PRAGMA secure_delete = OFF")
+
 
 def _lease(row: sqlite3.Row | None) -> Lease | None:
     if row is None:
@@ -328,7 +434,6 @@ def _lease(row: sqlite3.Row | None) -> Lease | None:
     return Lease(
         row["id"],
         row["account"],
-        row["api_key"],
         row["started_at"],
         row["released_at"],
         row["release_reason"],

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from ._keys import Owner
 from ._schema import Size
 from ._store import ENDED, STATUSES, Store
 
@@ -181,8 +182,9 @@ class Views:
         self.isolation = isolation
         self._views: OrderedDict[str, RunView] = OrderedDict()
 
-    def get(self, run_id: str, account: str | None = None) -> RunView | None:
-        """The view of a run (of `account`, when given), loaded from SQLite if need be."""
+    def get(self, run_id: str, owner: Owner | None = None) -> RunView | None:
+        """The view of a run (within `owner`'s reach, when given), loaded from SQLite if need
+        be."""
         view = self._views.get(run_id)
         if view is None:
             row = self.store.run(run_id)
@@ -193,7 +195,7 @@ class Views:
             self._evict()
         else:
             self._views.move_to_end(run_id)
-        if account is not None and view.run["account"] != account:
+        if owner is not None and not owner.owns(view.run["account"], view.run["lineage"]):
             return None
         return view
 
@@ -206,10 +208,10 @@ class Views:
                 held -= view.size
                 del self._views[run_id]
 
-    def summaries(self, account: str) -> list[dict[str, Any]]:
-        """The account's runs, newest first, without their sandboxes."""
+    def summaries(self, owner: Owner) -> list[dict[str, Any]]:
+        """The runs within `owner`'s reach, newest first, without their sandboxes."""
         summaries = []
-        for row in self.store.runs(account):
+        for row in self.store.runs(owner):
             view = self._views.get(row["id"])
             if view is not None:
                 summaries.append(view.summary())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hmac
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
@@ -54,7 +55,7 @@ class Envd:
         except E2BError:
             # what E2B's proxy answers for a sandbox that was killed or timed out
             raise E2BError(502, f"The sandbox was not found: {sandbox_id}") from None
-        if headers.get("x-access-token") != box.token:
+        if not hmac.compare_digest(headers.get("x-access-token", "").encode(), box.token.encode()):
             raise E2BError(401, f"wrong or missing X-Access-Token for sandbox {sandbox_id}")
         return box
 

@@ -18,6 +18,7 @@ import anyio
 from .._cgroups import Limits
 from .._engine import GIB, Engine, _sandbox_id
 from .._isolation import Sandbox, SandboxError
+from .._keys import Owner
 from .._schema import TEMPLATES, ApiError, Size
 from .._views import iso, long_lived_object
 
@@ -46,13 +47,15 @@ class E2BSandbox:
     """One live E2B sandbox."""
 
     id: str
-    account: str
+    owner: Owner
+    """Its account, and the lineage it was made under."""
     lease_id: str
     template: str
     size: Size
     metadata: dict[str, str]
     env: dict[str, str]
-    """Variables every process gets (the lease's, E2B's and the create call's)."""
+    """Variables every process gets (the lease's with its own key, E2B's and the create
+    call's)."""
     token: str
     """The envd access token the daemon side requires (`X-Access-Token`)."""
     sandbox: Sandbox
@@ -95,7 +98,8 @@ class E2BSandbox:
         """Its record in the store (a `long_lived` row, while it is alive)."""
         return {
             "sandbox_id": self.id,
-            "account": self.account,
+            "account": self.owner.account,
+            "lineage": self.owner.lineage,
             "lease_id": self.lease_id,
             "template": self.template,
             "vcpus": self.size.vcpus,
@@ -118,7 +122,7 @@ class E2BSandboxes:
 
     async def create(
         self,
-        account: str,
+        owner: Owner,
         template: str,
         lifetime: int,
         metadata: dict[str, str],
@@ -131,27 +135,27 @@ class E2BSandboxes:
             )
         self._check_timeout(lifetime)
         try:
-            return await self.start(account, template, E2B_SIZE, lifetime, metadata, env)
+            return await self.start(owner, template, E2B_SIZE, lifetime, metadata, env)
         except ApiError as ex:
             raise E2BError(ex.status, ex.detail) from None
 
     async def start(
         self,
-        account: str,
+        owner: Owner,
         template: str,
         size: Size,
         lifetime: int,
         metadata: dict[str, str],
         env: dict[str, str],
     ) -> E2BSandbox:
-        """Boot a sandbox on the account's lease (made if the server is free).
+        """Boot a sandbox for `owner` on its account's lease (made if the server is free).
 
         It ends `lifetime` seconds from now unless its timeout is set again. Raises ApiError:
         `server_busy`, `plan_required`, `memory_full`, `lease_ended` (the lease ended while
         the sandbox booted) or `boot_failed`.
         """
         engine = self.engine
-        lease, _ = engine.lease(account)
+        lease, _ = engine.lease(owner.account)
         engine.book(size.memoryGb)
         sandbox_id = _sandbox_id()
         try:
@@ -163,7 +167,8 @@ class E2BSandboxes:
         except (SandboxError, OSError) as ex:
             engine.unbook(size.memoryGb)
             raise ApiError(500, "boot_failed", f"sandbox boot failed: {ex}") from None
-        if engine.store.lease_by_key(lease.api_key) is None:
+        current = engine.store.open_lease()
+        if current is None or current.id != lease.id:
             with anyio.CancelScope(shield=True):
                 await sandbox.close()
             engine.unbook(size.memoryGb)
@@ -171,13 +176,13 @@ class E2BSandboxes:
         now = time.time()
         box = E2BSandbox(
             id=sandbox_id,
-            account=account,
+            owner=owner,
             lease_id=lease.id,
             template=template,
             size=size,
             metadata=metadata,
             env={
-                **engine.lease_env(lease),
+                **engine.lease_env(lease, engine.sandbox_key(lease, sandbox_id, owner.lineage)),
                 "E2B_SANDBOX": "true",
                 "E2B_SANDBOX_ID": sandbox_id,
                 **env,
@@ -208,6 +213,7 @@ class E2BSandboxes:
         finally:
             with anyio.CancelScope(shield=True):
                 del self._live[box.id]
+                self.engine.revoke_sandbox_key(box.id)
                 await box.sandbox.close()
                 self.engine.unbook(box.size.memoryGb)
                 self.engine.store.update_long_lived(
@@ -215,16 +221,16 @@ class E2BSandboxes:
                 )
                 box.ended.set()
 
-    def live(self, sandbox_id: str, account: str | None = None) -> E2BSandbox | None:
-        """A live sandbox (of `account`, when given)."""
+    def live(self, sandbox_id: str, owner: Owner | None = None) -> E2BSandbox | None:
+        """A live sandbox (within `owner`'s reach, when given)."""
         box = self._live.get(sandbox_id)
-        if box is None or (account is not None and box.account != account):
+        if box is None or (owner is not None and not _reaches(owner, box)):
             return None
         return box
 
-    def get(self, sandbox_id: str, account: str | None = None) -> E2BSandbox:
-        """A live sandbox (of `account`, when given), else 404."""
-        box = self.live(sandbox_id, account)
+    def get(self, sandbox_id: str, owner: Owner | None = None) -> E2BSandbox:
+        """A live sandbox (within `owner`'s reach, when given), else 404."""
+        box = self.live(sandbox_id, owner)
         if box is None:
             raise E2BError(404, f"sandbox {sandbox_id!r} not found")
         return box
@@ -242,17 +248,18 @@ class E2BSandboxes:
         }
         return long_lived_object(box.record(), access)
 
-    def lookup(self, sandbox_id: str, account: str) -> dict[str, Any] | None:
-        """The account's sandbox as `/v1/sandboxes` shows it, alive or ended (None if unknown)."""
-        box = self.live(sandbox_id, account)
+    def lookup(self, sandbox_id: str, owner: Owner) -> dict[str, Any] | None:
+        """A sandbox within `owner`'s reach as `/v1/sandboxes` shows it, alive or ended (None
+        if unknown)."""
+        box = self.live(sandbox_id, owner)
         if box is not None:
             return self.describe(box)
-        row = self.engine.store.long_lived(sandbox_id, account)
+        row = self.engine.store.long_lived(sandbox_id, owner)
         return None if row is None else long_lived_object(row, None)
 
-    def of(self, account: str) -> list[E2BSandbox]:
-        """The account's live sandboxes, oldest first."""
-        return [box for box in self._live.values() if box.account == account]
+    def of(self, owner: Owner) -> list[E2BSandbox]:
+        """The live sandboxes within `owner`'s reach, oldest first."""
+        return [box for box in self._live.values() if _reaches(owner, box)]
 
     async def kill(self, box: E2BSandbox) -> None:
         """End a sandbox and wait until it is gone."""
@@ -280,3 +287,7 @@ class E2BSandboxes:
     def _end(box: E2BSandbox, reason: str) -> None:
         box.end_reason = box.end_reason or reason
         box.scope.cancel()
+
+
+def _reaches(owner: Owner, box: E2BSandbox) -> bool:
+    return owner.owns(box.owner.account, box.owner.lineage)

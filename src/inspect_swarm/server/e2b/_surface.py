@@ -12,6 +12,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from .._app import PROVISION, READ, Keys
+from .._keys import Owner
 from ._envd import Envd
 from ._filesystem import FilesystemService, read_files, write_files
 from ._process import ProcessService
@@ -32,8 +33,8 @@ def mount(app: FastAPI, sandboxes: E2BSandboxes, keys: Keys) -> None:
     app.mount("/filesystem.Filesystem", FilesystemASGIApplication(FilesystemService(envd)))
 
 
-def _account(keys: Keys, request: Request, scope: str) -> str:
-    """The caller's account, from `X-API-KEY` (the SDK's) or a bearer key."""
+def _owner(keys: Keys, request: Request, scope: str) -> Owner:
+    """Whose sandboxes the caller reaches, from `X-API-KEY` (the SDK's) or a bearer key."""
     key = request.headers.get("x-api-key", "")
     kind, _, bearer = request.headers.get("authorization", "").partition(" ")
     key = key or (bearer if kind.lower() == "bearer" else "")
@@ -42,7 +43,7 @@ def _account(keys: Keys, request: Request, scope: str) -> str:
         raise E2BError(401, "missing or unknown API key: send it as X-API-KEY (E2B_API_KEY)")
     if scope not in principal.scopes:
         raise E2BError(403, f"this API key lacks the {scope!r} scope needed here")
-    return principal.account
+    return principal.owner
 
 
 async def _body(request: Request) -> dict[str, Any]:
@@ -83,7 +84,7 @@ def _control_plane(sandboxes: E2BSandboxes, keys: Keys) -> APIRouter:
     @router.post("/sandboxes")
     @router.post("/v2/sandboxes")
     async def create(request: Request) -> JSONResponse:
-        account = _account(keys, request, PROVISION)
+        owner = _owner(keys, request, PROVISION)
         body = await _body(request)
         template = body.get("templateID") or "base"
         if not isinstance(template, str):
@@ -91,20 +92,20 @@ def _control_plane(sandboxes: E2BSandboxes, keys: Keys) -> APIRouter:
         timeout = _timeout(body, DEFAULT_TIMEOUT)
         assert timeout is not None
         box = await sandboxes.create(
-            account, template, timeout, _strings(body, "metadata"), _strings(body, "envVars")
+            owner, template, timeout, _strings(body, "metadata"), _strings(body, "envVars")
         )
         return JSONResponse(box.created(), status_code=201)
 
     @router.get("/sandboxes")
     @router.get("/v2/sandboxes")
     async def list_sandboxes(request: Request) -> JSONResponse:
-        account = _account(keys, request, READ)
+        owner = _owner(keys, request, READ)
         params = request.query_params
         wanted = _metadata_filter(params.get("metadata"))
         states = {s for p in params.getlist("state") for s in p.split(",") if s}
         found = [
             box.listed()
-            for box in sandboxes.of(account)
+            for box in sandboxes.of(owner)
             if wanted.items() <= box.metadata.items() and (not states or "running" in states)
         ]
         start = int(params.get("nextToken") or 0)
@@ -116,17 +117,17 @@ def _control_plane(sandboxes: E2BSandboxes, keys: Keys) -> APIRouter:
 
     @router.get("/sandboxes/{sandbox_id}")
     async def get(sandbox_id: str, request: Request) -> dict[str, Any]:
-        box = sandboxes.get(sandbox_id, _account(keys, request, READ))
+        box = sandboxes.get(sandbox_id, _owner(keys, request, READ))
         return {**box.listed(), "envdAccessToken": box.token, "domain": None}
 
     @router.delete("/sandboxes/{sandbox_id}")
     async def kill(sandbox_id: str, request: Request) -> Response:
-        await sandboxes.kill(sandboxes.get(sandbox_id, _account(keys, request, PROVISION)))
+        await sandboxes.kill(sandboxes.get(sandbox_id, _owner(keys, request, PROVISION)))
         return Response(status_code=204)
 
     @router.post("/sandboxes/{sandbox_id}/timeout")
     async def set_timeout(sandbox_id: str, request: Request) -> Response:
-        box = sandboxes.get(sandbox_id, _account(keys, request, PROVISION))
+        box = sandboxes.get(sandbox_id, _owner(keys, request, PROVISION))
         timeout = _timeout(await _body(request), None)
         if timeout is None:
             raise E2BError(400, 'timeout is required: send {"timeout": seconds}')
@@ -136,7 +137,7 @@ def _control_plane(sandboxes: E2BSandboxes, keys: Keys) -> APIRouter:
     @router.post("/sandboxes/{sandbox_id}/connect")
     @router.post("/v2/sandboxes/{sandbox_id}/connect")
     async def connect(sandbox_id: str, request: Request) -> dict[str, Any]:
-        box = sandboxes.get(sandbox_id, _account(keys, request, PROVISION))
+        box = sandboxes.get(sandbox_id, _owner(keys, request, PROVISION))
         timeout = _timeout(await _body(request), None)
         if timeout is not None:
             sandboxes.set_timeout(box, timeout)
