@@ -5,8 +5,8 @@ page does:
 
 - `python` blocks run in the page's namespace.
 - `bash` blocks run with bash in the page's working directory, with the project's `.venv/bin`
-  first on `PATH`; variables a block exports reach the page's later blocks, and processes a
-  block leaves running in the background are ended when the page is done. A block fails if
+  first on `PATH`; variables a block exports reach the page's later blocks (bash and python
+  alike), and processes a block leaves running in the background are ended when the page is done. A block fails if
   its command does.
 - A `yaml` block whose first line is `# file: NAME` is written to `NAME` in the working
   directory, so later blocks can use it; every `yaml` block must parse.
@@ -52,6 +52,7 @@ SKIP_REASONS = (
     "needs Kubernetes",
     "installs packages",
     "runs the whole test suite",
+    "serves until stopped",
 )
 """The reasons a block may give for never running here."""
 
@@ -90,20 +91,24 @@ class Shell:
     def run(self, source: str, line: int) -> subprocess.CompletedProcess[str]:
         exported = self.cwd / ".page-env"
         script = f"set -eo pipefail\n{source}\nexport -p > {shlex.quote(str(exported))}\n"
-        process = subprocess.Popen(
-            ["bash", "-c", script],
-            cwd=self.cwd,
-            env=self.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
-        self.groups.append(process.pid)
-        output, _ = process.communicate(timeout=300)
+        # a file, not a pipe: a process the block leaves in the background keeps its output open
+        log = self.cwd / f".block-{line}.log"
+        with log.open("w") as out:
+            process = subprocess.Popen(
+                ["bash", "-c", script],
+                cwd=self.cwd,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            self.groups.append(process.pid)
+            process.wait(timeout=300)
+        output = log.read_text()
         if process.returncode != 0:
             raise AssertionError(f"the bash block at line {line} failed:\n{source}\n{output}")
         self.env = _exported(exported, self.env)
+        os.environ.update(self.env)  # python blocks see what a reader's shell exported
         return subprocess.CompletedProcess(process.args, 0, output, None)
 
     def close(self) -> None:
@@ -190,7 +195,7 @@ def run_page(path: Path, workdir: Path) -> list[Skipped]:
     document = blocks(path)
     document.namespace.update(shell=shell, later=later, shown=[], workdir=workdir)
     skipped: list[Skipped] = []
-    old_cwd, old_log_dir = Path.cwd(), os.environ.get("INSPECT_LOG_DIR")
+    old_cwd, old_environ = Path.cwd(), dict(os.environ)
     os.chdir(workdir)
     os.environ["INSPECT_LOG_DIR"] = env["INSPECT_LOG_DIR"]
     try:
@@ -202,10 +207,8 @@ def run_page(path: Path, workdir: Path) -> list[Skipped]:
     finally:
         shell.close()
         os.chdir(old_cwd)
-        if old_log_dir is None:
-            os.environ.pop("INSPECT_LOG_DIR", None)
-        else:
-            os.environ["INSPECT_LOG_DIR"] = old_log_dir
+        os.environ.clear()
+        os.environ.update(old_environ)
     return skipped
 
 
