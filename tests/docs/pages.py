@@ -53,6 +53,7 @@ SKIP_REASONS = (
     "installs packages",
     "runs the whole test suite",
     "serves until stopped",
+    "runs the benchmarks",
 )
 """The reasons a block may give for never running here."""
 
