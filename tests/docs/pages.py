@@ -26,6 +26,7 @@ Markers, as Sybil's skip directive in an HTML comment (invisible on the site):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -114,10 +115,8 @@ class Shell:
 
     def close(self) -> None:
         for group in self.groups:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(group, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
 
 
 def _exported(path: Path, env: dict[str, str]) -> dict[str, str]:

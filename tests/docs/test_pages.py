@@ -10,9 +10,10 @@ from .pages import DOCS, ROOT, markers, reason_ok, run_page
 # work; their blocks are synopses and fragments, tested here once those pages settle.
 NOT_YET = {"swarm-server.md", "e2b.md"}
 
-PAGES = [ROOT / "README.md"] + sorted(
-    p for p in DOCS.rglob("*.md") if "reference" not in p.parts and p.name not in NOT_YET
-)
+PAGES = [
+    ROOT / "README.md",
+    *sorted(p for p in DOCS.rglob("*.md") if "reference" not in p.parts and p.name not in NOT_YET),
+]
 
 
 def _id(path: Path) -> str:
