@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -36,6 +36,7 @@ ARG_MAX = os.sysconf("SC_ARG_MAX") - EXEC_HEADROOM
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 class BadInput(ValueError):
@@ -70,7 +71,12 @@ def parse_json(data: bytes) -> Any:
         raise _too_deep() from None
     except ValueError as ex:  # also bytes that are not UTF-8, and integers of 4,300+ digits
         raise BadInput("body", f"not valid JSON ({ex})") from None
-    _check_tree(value)
+    # only a body with that many brackets can nest that deeply, and only an escape can make
+    # a lone surrogate (UTF-8 cannot): most bodies need no walk
+    if data.count(b"[") + data.count(b"{") > MAX_DEPTH:
+        _check_depth(value, 0)
+    if _SURROGATE_ESCAPE.search(data):
+        _check_strings(value, "body")
     return value
 
 
@@ -78,30 +84,30 @@ def _too_deep() -> BadInput:
     return BadInput("body", f"JSON nested deeper than {MAX_DEPTH} levels; send a flatter body")
 
 
-def _check_tree(value: Any) -> None:
-    """Walk parsed JSON without recursion: its depth, and every string (keys too) encodable."""
-    stack: list[tuple[Any, str, int]] = [(value, "body", 0)]
-    while stack:
-        item, where, depth = stack.pop()
-        if isinstance(item, str):
-            _check_unicode(where, item)
-            continue
-        children: Iterable[tuple[str, Any]]
-        if isinstance(item, dict):
-            for key in item:
-                _check_unicode(where, key)
-            children = ((str(key), child) for key, child in item.items())
-        elif isinstance(item, list):
-            children = ((str(i), child) for i, child in enumerate(item))
-        else:
-            continue
-        if depth >= MAX_DEPTH:
-            raise _too_deep()
+def _check_depth(value: dict[str, Any] | list[Any], depth: int) -> None:
+    """Refuse parsed JSON nested deeper than MAX_DEPTH (the recursion stops there)."""
+    if depth >= MAX_DEPTH:
+        raise _too_deep()
+    for child in value.values() if isinstance(value, dict) else value:
+        if isinstance(child, dict | list):
+            _check_depth(child, depth + 1)
+
+
+def _check_strings(value: Any, where: str) -> None:
+    """Refuse parsed JSON (no deeper than MAX_DEPTH) with a string, or key, that is not text."""
+    if isinstance(value, str):
+        _check_unicode(where, value)
+    elif isinstance(value, dict | list):
         prefix = "" if where == "body" else f"{where}."
-        stack.extend((child, prefix + key, depth + 1) for key, child in children)
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, child in items:
+            if isinstance(key, str):
+                _check_unicode(where, key)
+            _check_strings(child, f"{prefix}{key}")
 
 
 def _check_unicode(field: str, text: str) -> None:
+    """Refuse a string that is not text (a lone UTF-16 surrogate, which JSON can carry)."""
     try:
         text.encode()
     except UnicodeEncodeError:
@@ -113,13 +119,16 @@ def _check_unicode(field: str, text: str) -> None:
 def check_text(field: str, value: str, *, control: bool = True, most: int | None = None) -> None:
     """Refuse NUL bytes (which no argument, variable or path can hold), control characters
     unless `control`, and more than `most` characters."""
-    _check_unicode(field, value)
-    if "\0" in value:
-        raise BadInput(
-            field, f"{shown(value)} holds a NUL byte, which no argument or path can; remove it"
-        )
-    if not control and (found := _CONTROL.search(value)):
-        raise BadInput(field, f"{shown(value)} holds the control character {found[0]!r}; remove it")
+    if not (value.isascii() and value.isprintable()):  # else none of these can be in it
+        _check_unicode(field, value)
+        if "\0" in value:
+            raise BadInput(
+                field, f"{shown(value)} holds a NUL byte, which no argument or path can; remove it"
+            )
+        if not control and (found := _CONTROL.search(value)):
+            raise BadInput(
+                field, f"{shown(value)} holds the control character {found[0]!r}; remove it"
+            )
     if most is not None and len(value) > most:
         raise BadInput(field, f"{len(value)} characters, over the limit of {most}; shorten it")
 
@@ -128,12 +137,12 @@ def check_path(field: str, path: str) -> None:
     """Refuse a path no system call takes: NUL or control characters, over PATH_MAX bytes or
     a component over NAME_MAX bytes."""
     check_text(field, path, control=False)
-    size = len(path.encode())
+    size = len(path) if path.isascii() else len(path.encode())
     if size > PATH_MAX:
         raise BadInput(
             field, f"{shown(path)} is {size} bytes, over the limit of {PATH_MAX}; shorten it"
         )
-    for part in path.split("/"):
+    for part in path.split("/") if size > NAME_MAX else ():
         if len(part.encode()) > NAME_MAX:
             raise BadInput(
                 field,
@@ -142,7 +151,8 @@ def check_path(field: str, path: str) -> None:
 
 
 def check_env(field: str, env: Mapping[str, str]) -> None:
-    """Refuse variables whose names are not POSIX names or whose values hold a NUL byte."""
+    """Refuse variables whose names are not POSIX names or whose values hold a NUL byte
+    (their size is the command line's: `check_command_line`)."""
     for name, value in env.items():
         if not _ENV_NAME.fullmatch(name):
             raise BadInput(
@@ -151,7 +161,6 @@ def check_env(field: str, env: Mapping[str, str]) -> None:
                 "not starting with a digit",
             )
         check_text(f"{field}.{name}", value)
-    check_command_line(field, [], env)
 
 
 def check_labels(field: str, labels: Mapping[str, str]) -> None:

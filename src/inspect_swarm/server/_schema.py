@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from ._limits import (
     MAX_NAME,
+    check_command_line,
     check_env,
     check_labels,
     check_path,
@@ -195,6 +196,7 @@ def _check_start_text(body: StartBody) -> None:
     if body.resultPath is not None:
         check_path("resultPath", body.resultPath)
     check_env("env", body.env)
+    check_command_line("env", [], body.env)
     for where, files in _all_files(body):
         for path in files:
             check_path(where, path)
@@ -210,6 +212,7 @@ def parse_sandbox(raw: Any) -> SandboxBody:
     _check_template(body)
     with refusing_bad_input():
         check_env("env", body.env)
+        check_command_line("env", [], body.env)
         check_labels("metadata", body.metadata)
     return body
 

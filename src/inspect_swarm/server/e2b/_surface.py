@@ -16,7 +16,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from .._app import PROVISION, READ, Keys
-from .._limits import check_env, check_labels, parse_json, refusing, shown
+from .._limits import check_command_line, check_env, check_labels, parse_json, refusing, shown
 from ._envd import Envd, bad_request
 from ._filesystem import FilesystemService, read_files, write_files
 from ._process import ProcessService
@@ -135,6 +135,7 @@ def _control_plane(sandboxes: E2BSandboxes, keys: Keys) -> APIRouter:
         with refusing(bad_request):
             check_labels("metadata", metadata)
             check_env("envVars", env)
+            check_command_line("envVars", [], env)
         lifetime = DEFAULT_TIMEOUT if timeout is None else timeout
         box = await sandboxes.create(account, template, lifetime, metadata, env)
         return JSONResponse(box.created(), status_code=201)
