@@ -162,6 +162,7 @@ def _run(app: FastAPI, sock: socket.socket, read_timeout: float, max_connections
         access_log=False,
         timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN_SECONDS,
         http=http_protocol(read_timeout),
+        ws="none",  # no route takes a WebSocket: an upgrade is a plain request
         limit_concurrency=max_connections,
     )
     try:
