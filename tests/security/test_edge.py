@@ -416,11 +416,13 @@ async def test_a_stopped_scheduler_is_reported_refuses_starts_and_still_cleans_u
 
 def test_sigterm_after_refusals_leaves_no_cgroup_or_claim(tmp_path: Path) -> None:
     handle = start_server(tmp_path / "state", "--memory-gib", "2")
-    claim, bases = claimed_bases(handle.state_dir)
-    with handle.http() as http:
-        assert http.post("/api/swarms", json=BAD_STARTS[0][1]).status_code == 400
-    assert_whole(handle)
-    handle.kill(signal.SIGTERM)
+    try:
+        claim, bases = claimed_bases(handle.state_dir)
+        with handle.http() as http:
+            assert http.post("/api/swarms", json=BAD_STARTS[0][1]).status_code == 400
+        assert_whole(handle)
+    finally:
+        handle.kill(signal.SIGTERM)
     assert not claim.exists()
     wait_until(lambda: not any(base.exists() for base in bases), 10)
 
