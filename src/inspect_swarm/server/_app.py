@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -15,12 +14,21 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
+from ._edge import Edge, HttpLimits
 from ._engine import Engine
 from ._keys import Owner
-from ._schema import ApiError, invalid, parse_sandbox, parse_start
+from ._limits import MAX_NAME, check_text
+from ._schema import (
+    ApiError,
+    invalid,
+    json_body,
+    parse_sandbox,
+    parse_start,
+    refusing_bad_input,
+)
 from ._store import Lease
 from ._views import RunView, sandbox_object
-from .e2b import mount_e2b
+from .e2b import UPLOAD_PATHS, mount_e2b
 from .e2b._sandboxes import E2BSandboxes
 
 PROVISION = "provision"
@@ -86,18 +94,22 @@ def _error(ex: ApiError) -> JSONResponse:
     return JSONResponse(ex.body(), status_code=ex.status, headers=ex.headers)
 
 
-def create_app(engine: Engine, keys: Mapping[str, frozenset[str]]) -> FastAPI:
+def create_app(
+    engine: Engine, keys: Mapping[str, frozenset[str]], limits: HttpLimits | None = None
+) -> FastAPI:
     """The FastAPI application of one swarm server (its scheduler runs in the lifespan)."""
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        async with anyio.create_task_group() as tg:
-            await tg.start(engine.serve)
-            yield
-            tg.cancel_scope.cancel()
-        # here, not after uvicorn returns: it re-raises SIGTERM once the lifespan has ended
-        await engine.host.aclose()
-        engine.host.cgroups.remove_base()
+        try:
+            async with anyio.create_task_group() as tg:
+                await tg.start(engine.serve)
+                yield
+                tg.cancel_scope.cancel()
+        finally:
+            # here, not after uvicorn returns: it re-raises SIGTERM once the lifespan has ended
+            await engine.host.aclose()
+            engine.host.cgroups.remove_base()
 
     app = FastAPI(
         title="inspect-swarm server",
@@ -106,10 +118,12 @@ def create_app(engine: Engine, keys: Mapping[str, frozenset[str]]) -> FastAPI:
         redoc_url=None,
         openapi_url=None,
     )
+    limits = limits or HttpLimits()
+    app.add_middleware(Edge, limits=limits, uploads=UPLOAD_PATHS)
     auth = Keys(keys, engine)
     store = engine.store
     sandboxes = E2BSandboxes(engine)
-    mount_e2b(app, sandboxes, auth)
+    mount_e2b(app, sandboxes, auth, limits.max_file)
     engine.close_accounts(auth.accounts)
 
     @app.exception_handler(ApiError)
@@ -127,10 +141,6 @@ def create_app(engine: Engine, keys: Mapping[str, frozenset[str]]) -> FastAPI:
         field = ".".join(str(p) for p in first["loc"][1:]) or "body"
         return _error(invalid(field, first["msg"]))
 
-    @app.exception_handler(Exception)
-    async def internal_error(_: Request, ex: Exception) -> JSONResponse:
-        return _error(ApiError(500, "internal_error", f"internal error ({type(ex).__name__})"))
-
     def run_view(run_id: str, owner: Owner) -> RunView:
         view = engine.views.get(run_id, owner)
         if view is None:
@@ -138,19 +148,23 @@ def create_app(engine: Engine, keys: Mapping[str, frozenset[str]]) -> FastAPI:
         return view
 
     @app.get("/healthz")
-    async def healthz() -> dict[str, Any]:
-        return {
-            "status": "ok",
+    async def healthz() -> JSONResponse:
+        stopped = engine.stopped
+        health = {
+            "status": "ok" if stopped is None else "stopped",
             "isolation": engine.host.describe(),
             "maxRunning": engine.max_running,
         }
+        if stopped is not None:
+            health["reason"] = stopped
+        return JSONResponse(health, status_code=200 if stopped is None else 503)
 
     @app.post("/api/swarms")
     async def start(request: Request) -> Response:
         who = auth.principal(request, PROVISION)
-        raw = await _json(request)
+        raw = json_body(await request.body())
         body = parse_start(raw)
-        key = request.headers.get("idempotency-key") or None
+        key = _idempotency_key(request)
         run, created = engine.start(who.owner, raw, body, key)
         return _run_json(run, 201 if created else 200)
 
@@ -251,7 +265,8 @@ def create_app(engine: Engine, keys: Mapping[str, frozenset[str]]) -> FastAPI:
     @app.post("/v1/sandboxes")
     async def create_sandbox(request: Request) -> JSONResponse:
         who = auth.principal(request, PROVISION)
-        body = parse_sandbox(await _json(request) if await request.body() else {})
+        data = await request.body()
+        body = parse_sandbox(json_body(data) if data else {})
         engine.check_sandbox(body)
         box = await sandboxes.start(
             who.owner,
@@ -297,9 +312,9 @@ def _run_json(run: RunView, status: int = 200) -> Response:
     return Response(run.body(), status_code=status, media_type="application/json")
 
 
-async def _json(request: Request) -> Any:
-    data = await request.body()
-    try:
-        return json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as ex:
-        raise invalid("body", f"not valid JSON ({ex})") from None
+def _idempotency_key(request: Request) -> str | None:
+    key = request.headers.get("idempotency-key") or None
+    if key is not None:
+        with refusing_bad_input():
+            check_text("Idempotency-Key", key, control=False, most=MAX_NAME)
+    return key

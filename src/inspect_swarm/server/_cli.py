@@ -37,6 +37,12 @@ def _size(text: str) -> dict[str, int]:
     return size
 
 
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text!r}")
+    return int(text)
+
+
 def _env_pair(text: str) -> tuple[str, str]:
     name, sep, value = text.partition("=")
     if not sep or not name:
@@ -102,6 +108,31 @@ def _server_parser(server: argparse.ArgumentParser) -> None:
     add("--memory-gib", type=int, help="memory to book sandboxes in (default: 3/4 of RAM)")
     add("--state-dir", type=Path, help="database and sandboxes (default: ~/.local/state)")
     add("--max-sandboxes", type=int, default=5000, help="most sandboxes in one run")
+    add("--max-body-mib", type=_positive, default=16, help="largest request body (not uploads)")
+    add(
+        "--max-file-mib",
+        type=_positive,
+        default=256,
+        help="largest file (or command input) sent to, or file read from, a sandbox's E2B daemon",
+    )
+    add(
+        "--read-timeout",
+        type=parse_duration,
+        default=30,
+        help="close a connection whose request head takes, or body pauses, this long",
+    )
+    add(
+        "--max-connections",
+        type=_positive,
+        default=4096,
+        help="open connections past which requests are answered 503",
+    )
+    add(
+        "--max-sandbox-connections",
+        type=_positive,
+        default=128,
+        help="connections one sandbox may hold open to the server",
+    )
     add("--plan", choices=["scale", "none"], default="scale", help="none answers 402")
     add("--min-timeout", type=int, default=10, help="shortest timeoutSeconds accepted")
     add("--idle-release", type=parse_duration, default=600, help="free an idle lease after")
@@ -307,6 +338,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     memory_gib=args.memory_gib,
                     state_dir=args.state_dir,
                     max_sandboxes=args.max_sandboxes,
+                    max_body_mib=args.max_body_mib,
+                    max_file_mib=args.max_file_mib,
+                    read_timeout=args.read_timeout,
+                    max_connections=args.max_connections,
+                    max_sandbox_connections=args.max_sandbox_connections,
                     plan=args.plan,
                     min_timeout=args.min_timeout,
                     idle_release=args.idle_release,

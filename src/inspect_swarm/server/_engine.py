@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import gc
 import json
+import logging
 import secrets
 import shlex
 import time
@@ -25,6 +26,7 @@ from anyio.abc import TaskGroup
 from ._cgroups import Limits
 from ._isolation import Sandbox, SandboxError, SandboxHost
 from ._keys import ROOT, Owner, child_lineage, new_key
+from ._limits import check_command_line
 from ._process import ChildProcess
 from ._schema import (
     RESULT_BYTES,
@@ -35,6 +37,7 @@ from ._schema import (
     StartBody,
     body_hash,
     invalid,
+    refusing_bad_input,
 )
 from ._store import Lease, Store
 from ._views import RunView, Views, iso
@@ -46,6 +49,8 @@ RECORDS_KEPT_SECONDS = 7 * 24 * 3600
 _DRAIN_SECONDS = 0.5
 _TICK_SECONDS = 1.0
 _CHECKPOINT_SECONDS = 1.0
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -130,6 +135,8 @@ class Engine:
         self._lease_keys: dict[str, str] = {}
         """Each open lease's key as its account is shown it (the store keeps only hashes)."""
         self.views = Views(store, host.describe())
+        self.stopped: str | None = None
+        """Why the scheduler stopped, if it did (the server then starts nothing)."""
         self._recover()
 
     # recovery
@@ -178,8 +185,9 @@ class Engine:
             assert view is not None
             return view, False
         self._check_start(body)
-        lease, _ = self.lease(owner.account)
         inputs = _inputs(body)
+        self._check_command_lines(body, inputs)
+        lease, _ = self.lease(owner.account)
         concurrency = body.concurrency or self._max_concurrency(body.size)
         run_id = uuid.uuid4().hex
         spec = {
@@ -245,6 +253,25 @@ class Engine:
                 f"fit in {s.memory_gib} GiB, got {body.concurrency}",
             )
 
+    @staticmethod
+    def _check_command_lines(body: StartBody, inputs: list[dict[str, Any]]) -> None:
+        """Refuse a sandbox's command line that the kernel would refuse (400 naming it)."""
+        with refusing_bad_input():
+            for i, item in enumerate(inputs):
+                argv = sandbox_argv(body.command, item["args"])
+                field = "command" if body.inputs is None else f"inputs.{i}"
+                check_command_line(field, argv, item["env"])
+
+    def check_serving(self) -> None:
+        """Refuse to start anything (503) once the scheduler has stopped."""
+        if self.stopped is not None:
+            raise ApiError(
+                503,
+                "engine_stopped",
+                f"this server's scheduler stopped ({self.stopped}) and starts nothing; "
+                "restart the server",
+            )
+
     def check_sandbox(self, body: SandboxFields) -> None:
         """Refuse a timeout or size this server cannot honour (400 naming the field)."""
         s = self.settings
@@ -285,6 +312,7 @@ class Engine:
 
     def lease(self, account: str) -> tuple[Lease, bool]:
         """The account's open lease, made if the server is free; (lease, created)."""
+        self.check_serving()
         current = self.store.open_lease()
         if current is not None and current.account != account:
             raise ApiError(
@@ -370,9 +398,9 @@ class Engine:
         self._wake()
 
     def start_soon(self, func: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
-        """Run a task beside the scheduler, ended with the server."""
+        """Run a task beside the scheduler, ended with the server (an error ends it alone)."""
         assert self._tg is not None, "the engine is not serving"
-        self._tg.start_soon(func, *args)
+        self._tg.start_soon(_supervised, func, *args)
 
     def lease_env(self, lease: Lease, key: str) -> dict[str, str]:
         """The variables a sandbox on the lease gets, with its own `key`."""
@@ -410,21 +438,34 @@ class Engine:
     # the scheduler
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
-        """Run the scheduler until cancelled (sandboxes run as children of this task)."""
+        """Run the scheduler until cancelled (sandboxes run as children of this task).
+
+        An error in one task ends that task alone. One in the scheduler itself stops it and
+        returns: `stopped` says why, and nothing is started any more.
+        """
         # a full collection walks everything imported at startup (~200k objects), stalling
         # requests for ~0.1 s: what exists by now lives as long as the server, so skip it
         gc.freeze()
-        async with anyio.create_task_group() as tg:
-            self._tg = tg
-            tg.start_soon(self._checkpoints)
-            task_status.started()
-            while True:
-                self._dispatch()
-                self._check_stuck()
-                self._check_idle()
-                with anyio.move_on_after(_TICK_SECONDS):
-                    await self._wakeup.wait()
-                self._wakeup = anyio.Event()
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                self.start_soon(self._checkpoints)
+                task_status.started()
+                await self._schedule()
+        except Exception as ex:
+            logger.exception("the scheduler stopped")
+            while isinstance(ex, ExceptionGroup) and len(ex.exceptions) == 1:
+                ex = ex.exceptions[0]  # the task group's wrapping of the one error
+            self.stopped = f"{type(ex).__name__}: {ex}"
+
+    async def _schedule(self) -> None:
+        while True:
+            self._dispatch()
+            self._check_stuck()
+            self._check_idle()
+            with anyio.move_on_after(_TICK_SECONDS):
+                await self._wakeup.wait()
+            self._wakeup = anyio.Event()
 
     def _wake(self) -> None:
         self._wakeup.set()
@@ -460,7 +501,7 @@ class Engine:
         self._booked_gb += run.memory_gb
         self._running += 1
         self.max_running = max(self.max_running, self._running)
-        self._tg.start_soon(self._sandbox_task, run, idx, self._begin(run, idx))
+        self.start_soon(self._sandbox_task, run, idx, self._begin(run, idx))
 
     def _begin(self, run: _Run, idx: int) -> anyio.CancelScope:
         scope = anyio.CancelScope()
@@ -522,11 +563,13 @@ class Engine:
                 idx = run.queue.popleft()
                 scope = self._begin(run, idx)
         finally:
-            if slot.sandbox is not None:
-                await slot.sandbox.close()
-            self._booked_gb -= run.memory_gb
-            self._running -= 1
-            self._wake()
+            try:
+                if slot.sandbox is not None:
+                    await slot.sandbox.close()
+            finally:
+                self._booked_gb -= run.memory_gb
+                self._running -= 1
+                self._wake()
 
     async def _one(self, run: _Run, idx: int, scope: anyio.CancelScope, slot: _Slot) -> None:
         outcome: dict[str, Any] = {"status": "failed", "error": "server stopped"}
@@ -536,6 +579,10 @@ class Engine:
             if scope.cancelled_caught:
                 status, reason = run.ending
                 outcome = {"status": status, "error": reason}
+        except Exception as ex:
+            # this sandbox's failure, and nothing else's
+            logger.exception("sandbox %s of run %s failed", idx, run.id)
+            outcome = {"status": "failed", "error": f"internal error: {type(ex).__name__}: {ex}"}
         finally:
             outcome.setdefault("ended_at", time.time())
             self._set_sandbox(run.id, idx, **outcome)
@@ -618,6 +665,14 @@ class Engine:
             why = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
             return {**outcome, "status": "failed", "error": why}
         return {**outcome, **_read_result(sandbox, spec["resultPath"])}
+
+
+async def _supervised(func: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+    """Run a task of the engine's group, ending it alone (logged) on an error."""
+    try:
+        await func(*args)
+    except Exception:
+        logger.exception("a task of the swarm engine failed: %s", getattr(func, "__name__", func))
 
 
 def size_gb(spec: dict[str, Any]) -> int:

@@ -7,7 +7,9 @@ server, which passes every connection on to itself, so agents inside use the sam
 everyone else.
 
 One thread waits on the listeners of every sandbox (most sandboxes never connect: a thread
-each would cost more than their commands), and two threads pump each connection.
+each would cost more than their commands), and two threads pump each connection. A sandbox
+may hold at most `limit` connections at once (each costs the server three descriptors and
+two threads): one past it is accepted and closed at once, and the sandbox sees it reset.
 """
 
 from __future__ import annotations
@@ -16,16 +18,20 @@ import contextlib
 import os
 import select
 import socket
+import struct
 import threading
 
 _CHUNK = 65536
+MAX_CONNECTIONS = 128
+"""The most connections one sandbox may have open to the server, unless told otherwise."""
 
 
 class Forwarder:
     """Passes connections accepted by sandboxes' listeners to the server at `target`."""
 
-    def __init__(self, target: tuple[str, int]) -> None:
+    def __init__(self, target: tuple[str, int], limit: int = MAX_CONNECTIONS) -> None:
         self._target = target
+        self._limit = limit
         self._listeners: dict[int, _Listener] = {}
         self._lock = threading.Lock()
         self._epoll: select.epoll | None = None
@@ -86,6 +92,11 @@ class Forwarder:
             inside, _ = entry.listener.accept()
         except OSError:
             return  # another wake-up took it, or the listener was closed
+        with self._lock:
+            full = len(entry.pairs) >= self._limit
+        if full:
+            _reset(inside)
+            return
         inside.setblocking(True)
         try:
             outside = socket.create_connection(self._target)
@@ -116,6 +127,12 @@ class Forwarder:
             if pair.pumping == 0:
                 entry.pairs.discard(pair)
                 pair.close()
+
+
+def _reset(sock: socket.socket) -> None:
+    """Close a connection with a reset, so its other end knows at once it was refused."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
 
 
 class _Listener:

@@ -33,7 +33,7 @@ import anyio
 
 from . import _files
 from ._cgroups import Cgroups, Limits, SandboxCgroup
-from ._forward import Forwarder
+from ._forward import MAX_CONNECTIONS, Forwarder
 from ._process import ChildProcess, HostProcess, SandboxProcess, SpawnOptions, spawn
 
 IsolationMode = Literal["namespaces", "process"]
@@ -64,6 +64,8 @@ class IsolationConfig:
     """Host directories mounted read-write at the same path in every sandbox."""
     forward: tuple[str, int] | None = None
     """The server's (host, port), forwarded from inside sandboxes on a loopback-only network."""
+    forward_limit: int = MAX_CONNECTIONS
+    """The most connections one sandbox may have open through the forwarder."""
 
 
 @dataclass(frozen=True)
@@ -409,7 +411,9 @@ class SandboxHost:
         )
         self.cgroups = Cgroups.detect(base_cgroup_name(config.state_dir))
         self.sandbox_dir = config.state_dir.resolve() / "sbx"
-        self._forwarder = None if config.forward is None else Forwarder(config.forward)
+        self._forwarder = (
+            None if config.forward is None else Forwarder(config.forward, config.forward_limit)
+        )
         base = config.state_dir.resolve() / "base"
         self._factory = _Factory([str(self.sandbox_dir), str(base), _USER[0], str(_USER[1])])
 

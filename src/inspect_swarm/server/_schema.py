@@ -13,9 +13,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+from contextlib import AbstractContextManager
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from ._limits import (
+    MAX_NAME,
+    check_command_line,
+    check_env,
+    check_labels,
+    check_path,
+    check_text,
+    parse_json,
+    refusing,
+    shown,
+)
 
 TAIL_BYTES = 16 * 1024
 RESULT_BYTES = 64 * 1024
@@ -140,8 +153,19 @@ def _validate(model: type[_Body], raw: Any) -> _Body:
         unknown = loc.pop() if error["type"] == "extra_forbidden" else None
         parts = [p for p in loc if p in _FIELDS or isinstance(p, int)]
         field = ".".join(str(p) for p in [*parts, *([unknown] if unknown else [])])
-        got = f" (got {json.dumps(error['input'])[:80]})" if error["type"] != "missing" else ""
+        got = f" (got {shown(error['input'], 80)})" if error["type"] != "missing" else ""
         raise invalid(field or "body", f"{error['msg']}{got}") from None
+
+
+def refusing_bad_input() -> AbstractContextManager[None]:
+    """Answer a `BadInput` raised inside as a 400 naming its field."""
+    return refusing(lambda bad: invalid(bad.field, bad.detail))
+
+
+def json_body(data: bytes) -> Any:
+    """Parse a JSON request body, raising ApiError(400) when it is not one the API takes."""
+    with refusing_bad_input():
+        return parse_json(data)
 
 
 def parse_start(raw: Any) -> StartBody:
@@ -152,17 +176,44 @@ def parse_start(raw: Any) -> StartBody:
     for where, files in _all_files(body):
         for path in files:
             if not path.startswith("/"):
-                raise invalid(where, f"file paths must be absolute, got {path!r}")
+                raise invalid(where, f"file paths must be absolute, got {shown(path)}")
     if body.resultPath is not None and not body.resultPath.startswith("/"):
-        raise invalid("resultPath", f"must be an absolute path, got {body.resultPath!r}")
+        raise invalid("resultPath", f"must be an absolute path, got {shown(body.resultPath)}")
     _check_template(body)
+    with refusing_bad_input():
+        _check_start_text(body)
     return body
+
+
+def _check_start_text(body: StartBody) -> None:
+    commands = [body.command] if isinstance(body.command, str) else body.command
+    for i, part in enumerate(commands):
+        check_text("command" if isinstance(body.command, str) else f"command.{i}", part)
+    if body.name is not None:
+        check_text("name", body.name, control=False, most=MAX_NAME)
+    if body.idempotencyKey is not None:
+        check_text("idempotencyKey", body.idempotencyKey, control=False, most=MAX_NAME)
+    if body.resultPath is not None:
+        check_path("resultPath", body.resultPath)
+    check_env("env", body.env)
+    check_command_line("env", [], body.env)
+    for where, files in _all_files(body):
+        for path in files:
+            check_path(where, path)
+    for i, item in enumerate(body.inputs or []):
+        for j, arg in enumerate(item.args):
+            check_text(f"inputs.{i}.args.{j}", arg)
+        check_env(f"inputs.{i}.env", item.env)
 
 
 def parse_sandbox(raw: Any) -> SandboxBody:
     """Validate a sandbox body, raising ApiError(400) that names the first bad field."""
     body = _validate(SandboxBody, raw)
     _check_template(body)
+    with refusing_bad_input():
+        check_env("env", body.env)
+        check_command_line("env", [], body.env)
+        check_labels("metadata", body.metadata)
     return body
 
 
@@ -173,7 +224,7 @@ def _check_template(body: SandboxFields) -> None:
         raise ApiError(
             400,
             "image_unsupported",
-            f"image: this server has no image registry (got {body.image!r}); "
+            f"image: this server has no image registry (got {shown(body.image)}); "
             f"use template, one of {', '.join(TEMPLATES)}",
             field="image",
         )
@@ -181,7 +232,8 @@ def _check_template(body: SandboxFields) -> None:
         raise ApiError(
             400,
             "template_not_found",
-            f"template: unknown template {body.template!r}; this server has {', '.join(TEMPLATES)}",
+            f"template: unknown template {shown(body.template)}; "
+            f"this server has {', '.join(TEMPLATES)}",
             field="template",
         )
 

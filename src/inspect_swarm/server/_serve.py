@@ -16,6 +16,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from ._app import ALL_SCOPES, create_app
+from ._edge import MIB, HttpLimits, http_protocol
 from ._engine import Engine, Settings
 from ._isolation import IsolationConfig, NetworkMode, SandboxHost
 from ._store import Store
@@ -45,6 +46,11 @@ class ServerOptions:
     memory_gib: int | None = None
     state_dir: Path | None = None
     max_sandboxes: int = 5000
+    max_body_mib: int = 16
+    max_file_mib: int = 256
+    read_timeout: float = 30.0
+    max_connections: int = 4096
+    max_sandbox_connections: int = 128
     plan: Literal["scale", "none"] = "scale"
     min_timeout: int = 10
     idle_release: float = 600.0
@@ -112,6 +118,7 @@ def serve(options: ServerOptions) -> None:
             options.masks,
             _shares(options),
             forward=(inner, port),
+            forward_limit=options.max_sandbox_connections,
         )
     )
     settings = Settings(
@@ -124,7 +131,10 @@ def serve(options: ServerOptions) -> None:
     )
     engine = Engine(store, sandbox_host, settings)
     engine.url = url
-    app = create_app(engine, keys)
+    limits = HttpLimits(
+        options.max_body_mib * MIB, options.max_file_mib * MIB, options.read_timeout
+    )
+    app = create_app(engine, keys, limits)
     first_key = next(iter(keys))
     print(f"inspect-swarm server on {url}", flush=True)
     print(f"  MARITIME_API_URL={url}", flush=True)
@@ -133,7 +143,7 @@ def serve(options: ServerOptions) -> None:
     if options.ready_file is not None:
         write_private(options.ready_file, json.dumps({"url": url, "apiKey": first_key}))
     try:
-        _run(app, sock)
+        _run(app, sock, limits.read_timeout, options.max_connections)
     finally:
         store.close()
 
@@ -151,7 +161,7 @@ def _shares(options: ServerOptions) -> tuple[str, ...]:
 _GRACEFUL_SHUTDOWN_SECONDS = 5
 
 
-def _run(app: FastAPI, sock: socket.socket) -> None:
+def _run(app: FastAPI, sock: socket.socket, read_timeout: float, max_connections: int) -> None:
     # a stop waits at most a few seconds for open connections: E2B process streams stay open
     # for as long as their commands run, and would otherwise hold the server up indefinitely
     config = uvicorn.Config(
@@ -160,6 +170,9 @@ def _run(app: FastAPI, sock: socket.socket) -> None:
         lifespan="on",
         access_log=False,
         timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN_SECONDS,
+        http=http_protocol(read_timeout),
+        ws="none",  # no route takes a WebSocket: an upgrade is a plain request
+        limit_concurrency=max_connections,
     )
     try:
         asyncio.run(uvicorn.Server(config).serve(sockets=[sock]))

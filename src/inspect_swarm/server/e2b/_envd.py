@@ -11,8 +11,11 @@ from contextlib import contextmanager
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 
+from .._edge import HttpLimits
 from .._engine import Engine
 from .._isolation import SandboxError, User
+from .._limits import BadInput, check_command_line, check_env, check_path, check_text, refusing
+from ._fs import resolve
 from ._sandboxes import E2BError, E2BSandbox, E2BSandboxes
 
 DEFAULT_USER = "user"
@@ -24,9 +27,17 @@ _CODES = {
     403: Code.PERMISSION_DENIED,
     404: Code.NOT_FOUND,
     409: Code.ALREADY_EXISTS,
-    502: Code.UNAVAILABLE,
+    413: Code.RESOURCE_EXHAUSTED,
     429: Code.RESOURCE_EXHAUSTED,
+    502: Code.UNAVAILABLE,
+    503: Code.UNAVAILABLE,
+    507: Code.RESOURCE_EXHAUSTED,
 }
+
+
+def bad_request(bad: BadInput) -> E2BError:
+    """A refused input as E2B's 400."""
+    return E2BError(400, str(bad))
 
 
 @contextmanager
@@ -41,9 +52,13 @@ def connect_errors() -> Iterator[None]:
 class Envd:
     """Routes envd requests to sandboxes by the `E2b-Sandbox-Id` header."""
 
-    def __init__(self, engine: Engine, sandboxes: E2BSandboxes) -> None:
+    def __init__(
+        self, engine: Engine, sandboxes: E2BSandboxes, max_file: int = HttpLimits.max_file
+    ) -> None:
         self.engine = engine
         self.sandboxes = sandboxes
+        self.max_file = max_file
+        """The largest file read from a sandbox, in bytes (as large as an upload may be)."""
 
     def sandbox(self, headers: Mapping[str, str]) -> E2BSandbox:
         """The request's sandbox, if its access token is right."""
@@ -58,6 +73,22 @@ class Envd:
         if not hmac.compare_digest(headers.get("x-access-token", "").encode(), box.token.encode()):
             raise E2BError(401, f"wrong or missing X-Access-Token for sandbox {sandbox_id}")
         return box
+
+    @staticmethod
+    def path(field: str, path: str, user: User) -> str:
+        """A request's path, absolute in the sandbox (relative ones are under the home)."""
+        with refusing(bad_request):
+            check_path(field, path)
+        return resolve(path, user)
+
+    @staticmethod
+    def check_command(box: E2BSandbox, argv: list[str], env: dict[str, str]) -> None:
+        """Refuse a command line no process could start with (400 naming the field)."""
+        with refusing(bad_request):
+            for i, arg in enumerate(argv):
+                check_text("process.cmd" if i == 0 else f"process.args.{i - 1}", arg)
+            check_env("process.envs", env)
+            check_command_line("process", argv, {**box.env, **env})
 
     def user(self, box: E2BSandbox, headers: Mapping[str, str], name: str | None = None) -> User:
         """The user a request acts as: `name`, else its Basic authorization, else `user`."""

@@ -16,7 +16,7 @@ from protobuf.wkt.google.protobuf.timestamp_pb import Timestamp
 
 from .. import _files
 from ._envd import Envd, connect_errors
-from ._fs import Entry, as_user, entry, list_dir, make_dir, move, remove, resolve
+from ._fs import Entry, as_user, entry, list_dir, make_dir, move, remove
 from ._sandboxes import E2BError, E2BSandbox
 
 if TYPE_CHECKING:
@@ -66,21 +66,30 @@ def _infos(root: str, entries: list[Entry]) -> list[pb.EntryInfo]:
 
 
 def _os_error(ex: OSError, path: str) -> E2BError:
-    """A file-system error as E2B's status and a message naming the path."""
+    """A file-system error as E2B's status and a message naming the path: the request's
+    fault unless the server itself is short of something."""
     status = {
         FileNotFoundError: 404,
-        NotADirectoryError: 400,
         PermissionError: 403,
-        IsADirectoryError: 400,
         FileExistsError: 409,
         ProcessLookupError: 502,  # the sandbox ended meanwhile
-    }.get(type(ex), 400 if ex.errno == errno.EINVAL else 500)
+    }.get(type(ex)) or _ERRNO_STATUS.get(ex.errno or 0, 400)
     why = ex.strerror or str(ex)
     if isinstance(ex, IsADirectoryError):
         why = "path is a directory"
     elif isinstance(ex, FileNotFoundError):
         why = "no such file or directory"
     return E2BError(status, f"{path}: {why}")
+
+
+_ERRNO_STATUS = {
+    errno.ENOSPC: 507,
+    errno.EDQUOT: 507,
+    errno.EMFILE: 500,
+    errno.ENFILE: 500,
+    errno.ENOMEM: 500,
+    errno.EIO: 500,
+}
 
 
 class FilesystemService(Filesystem):
@@ -96,7 +105,7 @@ class FilesystemService(Filesystem):
         with connect_errors():
             box = self._envd.sandbox(ctx.request_headers)
             user = self._envd.user(box, ctx.request_headers)
-            absolute = resolve(path, user)
+            absolute = self._envd.path("path", path, user)
             try:
                 return await as_user(box.sandbox, user, lambda root: operation(root, absolute))
             except OSError as ex:
@@ -136,7 +145,8 @@ class FilesystemService(Filesystem):
         """Rename a path."""
         with connect_errors():
             box = self._envd.sandbox(ctx.request_headers)
-            destination = resolve(request.destination, self._envd.user(box, ctx.request_headers))
+            user = self._envd.user(box, ctx.request_headers)
+            destination = self._envd.path("destination", request.destination, user)
 
         def operation(root: str, source: str) -> list[pb.EntryInfo]:
             move(root, source, destination)
@@ -154,12 +164,15 @@ class FilesystemService(Filesystem):
 
 
 async def read_files(envd: Envd, request: Request) -> Response:
-    """`GET /files?path=&username=`: a file's bytes."""
+    """`GET /files?path=&username=`: a file's bytes (up to the server's file limit)."""
     box, user, path = _target(envd, request, request.query_params.get("path", ""))
+    most = envd.max_file
     try:
-        data = await as_user(box.sandbox, user, lambda root: _files.read_file(root, path))
+        data = await as_user(box.sandbox, user, lambda root: _files.read_file(root, path, most))
     except OSError as ex:
         raise _os_error(ex, path) from None
+    if len(data) > most:
+        raise E2BError(413, f"{path}: over this server's limit of {most} bytes for one file")
     return Response(data, media_type="application/octet-stream")
 
 
@@ -193,4 +206,4 @@ def _target(envd: Envd, request: Request, path: str) -> tuple[E2BSandbox, User, 
         raise E2BError(400, "missing path: name the file with ?path=")
     box = envd.sandbox(request.headers)
     user = envd.user(box, request.headers, request.query_params.get("username"))
-    return box, user, resolve(path, user)
+    return box, user, envd.path("path", path, user)

@@ -26,6 +26,9 @@ from .._isolation import Sandbox, User
 
 T = TypeVar("T")
 
+MAX_ENTRIES = 10_000
+"""The most entries one ListDir answers."""
+
 # setgroups(2) through glibc changes every thread; the raw system call only this one
 _SYS_SETGROUPS = {"x86_64": 116, "aarch64": 159}
 
@@ -124,8 +127,9 @@ def entry(root: str, path: str) -> Entry:
     return Entry(os.path.basename(path) or "/", path, info, target_info, link)
 
 
-def list_dir(root: str, path: str, depth: int) -> list[Entry]:
-    """The entries under a directory, `depth` levels down (at least one)."""
+def list_dir(root: str, path: str, depth: int, most: int = MAX_ENTRIES) -> list[Entry]:
+    """The entries under a directory, `depth` levels down (at least one), at most `most`
+    (EINVAL past it: a walk of the whole tree would hold a worker thread for long)."""
     path = _resolve_final(root, path)
     with _walk_parent(root, path, create_dirs=False) as (parent, name):
         fd = os.open(
@@ -135,12 +139,17 @@ def list_dir(root: str, path: str, depth: int) -> list[Entry]:
         names = sorted(os.listdir(fd))
     finally:
         os.close(fd)
-    entries = []
+    entries: list[Entry] = []
     for child in names:
         found = entry(root, f"{path.rstrip('/')}/{child}")
         entries.append(found)
         if depth > 1 and stat.S_ISDIR(found.info.st_mode):
-            entries.extend(list_dir(root, found.path, depth - 1))
+            entries.extend(list_dir(root, found.path, depth - 1, most - len(entries)))
+        if len(entries) > most:
+            raise OSError(
+                errno.EINVAL,
+                f"more than {MAX_ENTRIES} entries; list fewer levels or a narrower directory",
+            )
     return entries
 
 

@@ -18,7 +18,6 @@ from protobuf import Oneof
 from .._isolation import SandboxError
 from .._process import ChildProcess
 from ._envd import Envd, connect_errors
-from ._fs import resolve
 
 if TYPE_CHECKING:
     from connectrpc.request import RequestContext
@@ -157,11 +156,12 @@ class ProcessService(Process):
         if not config.cmd:
             raise ConnectError(Code.INVALID_ARGUMENT, "process.cmd is empty: name a program")
         stdin = request.stdin if request.has_field("stdin") else True
-        cwd = resolve(config.cwd, user)
+        argv, env = [config.cmd, *config.args], dict(config.envs)
+        with connect_errors():
+            cwd = self._envd.path("process.cwd", config.cwd, user)
+            self._envd.check_command(box, argv, env)
         try:
-            process = await box.sandbox.exec(
-                [config.cmd, *config.args], {**box.env, **config.envs}, cwd, user, stdin
-            )
+            process = await box.sandbox.exec(argv, {**box.env, **env}, cwd, user, stdin)
         except SandboxError as ex:
             raise ConnectError(Code.UNAVAILABLE, str(ex)) from None
         tag = request.tag if request.has_field("tag") else None

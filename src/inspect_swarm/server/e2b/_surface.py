@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-import json
+import re
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
+from connectrpc.code import Code
+from connectrpc.codec import Codec, proto_binary_codec, proto_json_codec
+from connectrpc.errors import ConnectError
 from e2b.envd.filesystem.filesystem_connect import FilesystemASGIApplication
 from e2b.envd.process.process_connect import ProcessASGIApplication
 from fastapi import APIRouter, FastAPI, Request
@@ -13,15 +17,16 @@ from fastapi.responses import JSONResponse, Response
 
 from .._app import PROVISION, READ, Keys
 from .._keys import Owner
-from ._envd import Envd
+from .._limits import check_command_line, check_env, check_labels, parse_json, refusing, shown
+from ._envd import Envd, bad_request
 from ._filesystem import FilesystemService, read_files, write_files
 from ._process import ProcessService
 from ._sandboxes import DEFAULT_TIMEOUT, E2BError, E2BSandboxes
 
 
-def mount(app: FastAPI, sandboxes: E2BSandboxes, keys: Keys) -> None:
+def mount(app: FastAPI, sandboxes: E2BSandboxes, keys: Keys, max_file: int) -> None:
     """Serve the E2B control plane and sandbox daemon from the server's app."""
-    envd = Envd(sandboxes.engine, sandboxes)
+    envd = Envd(sandboxes.engine, sandboxes, max_file)
 
     @app.exception_handler(E2BError)
     async def e2b_error(_: Request, ex: E2BError) -> JSONResponse:
@@ -29,8 +34,33 @@ def mount(app: FastAPI, sandboxes: E2BSandboxes, keys: Keys) -> None:
 
     app.include_router(_control_plane(sandboxes, keys))
     app.include_router(_daemon(envd))
-    app.mount("/process.Process", ProcessASGIApplication(ProcessService(envd)))
-    app.mount("/filesystem.Filesystem", FilesystemASGIApplication(FilesystemService(envd)))
+    codecs = [_Refusing(proto_binary_codec()), _Refusing(proto_json_codec())]
+    app.mount("/process.Process", ProcessASGIApplication(ProcessService(envd), codecs=codecs))
+    filesystem = FilesystemASGIApplication(FilesystemService(envd), codecs=codecs)
+    app.mount("/filesystem.Filesystem", filesystem)
+
+
+class _Refusing(Codec[Any, Any]):
+    """A codec whose decoding errors are the request's (`invalid_argument`), not the
+    server's: the Connect server answers any error from a codec as `unknown`, a 500."""
+
+    def __init__(self, codec: Codec[Any, Any]) -> None:
+        self._codec = codec
+
+    def name(self) -> str:
+        return self._codec.name()
+
+    def encode(self, message: Any) -> bytes:
+        return self._codec.encode(message)
+
+    def decode(self, data: bytes | bytearray, message_class: type[Any]) -> Any:
+        try:
+            return self._codec.decode(data, message_class)
+        except Exception as ex:
+            raise ConnectError(
+                Code.INVALID_ARGUMENT,
+                f"the request is not a {message_class.__name__} in {self.name()} ({ex})",
+            ) from None
 
 
 def _owner(keys: Keys, request: Request, scope: str) -> Owner:
@@ -48,10 +78,8 @@ def _owner(keys: Keys, request: Request, scope: str) -> Owner:
 
 async def _body(request: Request) -> dict[str, Any]:
     raw = await request.body()
-    try:
-        body = json.loads(raw) if raw else {}
-    except (json.JSONDecodeError, UnicodeDecodeError) as ex:
-        raise E2BError(400, f"the body is not valid JSON ({ex})") from None
+    with refusing(bad_request):
+        body = parse_json(raw) if raw else {}
     if not isinstance(body, dict):
         raise E2BError(400, "the body must be a JSON object")
     return body
@@ -62,14 +90,28 @@ def _strings(body: dict[str, Any], name: str) -> dict[str, str]:
     if not isinstance(value, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()
     ):
-        raise E2BError(400, f"{name} must map strings to strings, got {value!r}")
+        raise E2BError(400, f"{name} must map strings to strings, got {shown(value)}")
     return value
 
 
-def _timeout(body: dict[str, Any], default: int | None) -> int | None:
-    value = body.get("timeout", default)
+_WHOLE = re.compile(r"[0-9]{1,9}")
+
+
+def _whole(params: Mapping[str, str], name: str, least: int) -> int | None:
+    """A whole-number query parameter of `least` or more, if given."""
+    text = params.get(name)
+    if not text:
+        return None
+    if not _WHOLE.fullmatch(text) or int(text) < least:
+        raise E2BError(400, f"{name} must be a whole number of {least} or more, got {shown(text)}")
+    return int(text)
+
+
+def _timeout(body: dict[str, Any]) -> int | None:
+    """The body's `timeout` in seconds, or None when it has none (absent or null)."""
+    value = body.get("timeout")
     if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-        raise E2BError(400, f"timeout must be whole seconds, got {value!r}")
+        raise E2BError(400, f"timeout must be whole seconds, got {shown(value)}")
     return value
 
 
@@ -88,12 +130,15 @@ def _control_plane(sandboxes: E2BSandboxes, keys: Keys) -> APIRouter:
         body = await _body(request)
         template = body.get("templateID") or "base"
         if not isinstance(template, str):
-            raise E2BError(400, f"templateID must be a string, got {template!r}")
-        timeout = _timeout(body, DEFAULT_TIMEOUT)
-        assert timeout is not None
-        box = await sandboxes.create(
-            owner, template, timeout, _strings(body, "metadata"), _strings(body, "envVars")
-        )
+            raise E2BError(400, f"templateID must be a string, got {shown(template)}")
+        timeout = _timeout(body)
+        metadata, env = _strings(body, "metadata"), _strings(body, "envVars")
+        with refusing(bad_request):
+            check_labels("metadata", metadata)
+            check_env("envVars", env)
+            check_command_line("envVars", [], env)
+        lifetime = DEFAULT_TIMEOUT if timeout is None else timeout
+        box = await sandboxes.create(owner, template, lifetime, metadata, env)
         return JSONResponse(box.created(), status_code=201)
 
     @router.get("/sandboxes")
@@ -108,8 +153,9 @@ def _control_plane(sandboxes: E2BSandboxes, keys: Keys) -> APIRouter:
             for box in sandboxes.of(owner)
             if wanted.items() <= box.metadata.items() and (not states or "running" in states)
         ]
-        start = int(params.get("nextToken") or 0)
-        limit = int(params.get("limit") or len(found) or 1)
+        # the token is the next page's offset; without a limit, the page is every sandbox
+        start = _whole(params, "nextToken", 0) or 0
+        limit = _whole(params, "limit", 1) or max(1, len(found))
         page = found[start : start + limit]
         more = start + limit < len(found)
         headers = {"x-next-token": str(start + limit)} if more else {}
@@ -128,7 +174,7 @@ def _control_plane(sandboxes: E2BSandboxes, keys: Keys) -> APIRouter:
     @router.post("/sandboxes/{sandbox_id}/timeout")
     async def set_timeout(sandbox_id: str, request: Request) -> Response:
         box = sandboxes.get(sandbox_id, _owner(keys, request, PROVISION))
-        timeout = _timeout(await _body(request), None)
+        timeout = _timeout(await _body(request))
         if timeout is None:
             raise E2BError(400, 'timeout is required: send {"timeout": seconds}')
         sandboxes.set_timeout(box, timeout)
@@ -138,7 +184,7 @@ def _control_plane(sandboxes: E2BSandboxes, keys: Keys) -> APIRouter:
     @router.post("/v2/sandboxes/{sandbox_id}/connect")
     async def connect(sandbox_id: str, request: Request) -> dict[str, Any]:
         box = sandboxes.get(sandbox_id, _owner(keys, request, PROVISION))
-        timeout = _timeout(await _body(request), None)
+        timeout = _timeout(await _body(request))
         if timeout is not None:
             sandboxes.set_timeout(box, timeout)
         return box.created()
