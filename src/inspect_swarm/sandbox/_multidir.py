@@ -1,16 +1,22 @@
 from __future__ import annotations
 
 import dataclasses
+import posixpath
+import tempfile
 from pathlib import Path
 
 from inspect_ai.util import (
     ComposeConfig,
+    ComposeService,
+    ComposeVolumeMount,
     ExecResult,
     SandboxEnvironment,
     SandboxEnvironmentConfigType,
     SandboxEnvironmentSpec,
+    parse_compose_yaml,
     sandboxenv,
 )
+from inspect_ai.util._sandbox.compose import is_dockerfile
 from inspect_ai.util._sandbox.local import LocalSandboxEnvironment
 from pydantic import BaseModel, ConfigDict
 from typing_extensions import override
@@ -55,6 +61,77 @@ def multidir(*environments: str) -> SandboxEnvironmentSpec:
     return SandboxEnvironmentSpec(SANDBOX_TYPE, config)
 
 
+@dataclasses.dataclass(frozen=True)
+class Mount:
+    """A named volume in an environment, at `path` relative to its working directory."""
+
+    volume: str
+    path: str
+    """`.` when the volume is the working directory itself."""
+
+
+def environment_mounts(config: SandboxEnvironmentConfigType | None) -> dict[str, list[Mount]]:
+    """The named volumes of each environment of a compose config (none for other configs).
+
+    An environment's directory stands for its service's `working_dir` (`/` without one), so a
+    volume mounted there, or below it, appears at the same path relative to the directory.
+    Other mounts (bind mounts, tmpfs) are ignored, as are access modes: a volume mounted
+    read-only is shared as it is (the provider isolates nothing).
+    """
+    if not isinstance(config, str | ComposeConfig) or is_dockerfile(config):
+        return {}
+    compose = config if isinstance(config, ComposeConfig) else parse_compose_yaml(config)
+    volumes = set(compose.volumes or {})
+    mounts = {
+        name: [m for v in service.volumes or [] if (m := _mount(name, service, v, volumes))]
+        for name, service in compose_services(config, "environment").items()
+    }
+    homes: dict[str, list[str]] = {}
+    for name, found in mounts.items():
+        for mount in found:
+            if mount.path == ".":
+                homes.setdefault(mount.volume, []).append(name)
+    shared = {volume: names for volume, names in homes.items() if len(names) > 1}
+    if shared:
+        volume, names = next(iter(shared.items()))
+        raise ValueError(
+            f"multidir: volume {volume!r} is the working_dir of services {names}, and each "
+            "environment has a directory of its own. Mount it below their working_dir instead, "
+            "or use the docker or swarm_server sandbox."
+        )
+    return mounts
+
+
+def _mount(
+    service_name: str, service: ComposeService, spec: str | ComposeVolumeMount, volumes: set[str]
+) -> Mount | None:
+    """The named volume a service's mount gives, or None for any other kind of mount."""
+    if isinstance(spec, str):
+        source, _, rest = spec.partition(":")
+        target = rest.split(":", 1)[0]
+    else:
+        source, target = spec.source or "", spec.target or ""
+        if spec.type not in (None, "volume"):
+            return None
+    if not target or source.startswith(("/", ".", "~")) or not source:
+        return None  # a bind mount or an anonymous volume
+    if source not in volumes:
+        raise ValueError(
+            f"multidir: service {service_name!r} mounts volume {source!r}, which the compose "
+            "file does not declare. Add it under the top-level volumes: key."
+        )
+    home = posixpath.normpath(service.working_dir or "/")
+    path = posixpath.relpath(posixpath.normpath(target), home)
+    if not posixpath.isabs(target) or path == ".." or path.startswith("../"):
+        raise ValueError(
+            f"multidir: service {service_name!r} mounts volume {source!r} at {target!r}, which "
+            f"is not at or below its working_dir {home!r}. multidir shows a volume at its path "
+            "relative to the environment's directory, which stands for the working_dir: mount "
+            "it there, or use the docker or swarm_server sandbox."
+        )
+    return Mount(source, path)
+
+
 def environment_names(config: SandboxEnvironmentConfigType | None) -> list[str]:
     """The names of a sample's environments, the default first."""
     match config:
@@ -86,6 +163,7 @@ class MultidirSandboxEnvironment(ComposeSandboxEnvironment, LocalSandboxEnvironm
         super().__init__()
         self.name = name
         """The environment's name."""
+        self._volumes: list[tempfile.TemporaryDirectory[str]] = []
 
     @property
     def working_dir(self) -> Path:
@@ -95,6 +173,7 @@ class MultidirSandboxEnvironment(ComposeSandboxEnvironment, LocalSandboxEnvironm
     @override
     @classmethod
     def _service_names(cls, config: SandboxEnvironmentConfigType | None) -> list[str]:
+        environment_mounts(config)  # a layout multidir cannot give is refused at task start
         return environment_names(config)
 
     @override
@@ -109,6 +188,7 @@ class MultidirSandboxEnvironment(ComposeSandboxEnvironment, LocalSandboxEnvironm
         try:
             for name in environment_names(config):
                 environments[name] = cls(name)
+            _mount_volumes(environments, environment_mounts(config))
         except BaseException:
             _remove_directories(environments)
             raise
@@ -149,6 +229,38 @@ class MultidirSandboxEnvironment(ComposeSandboxEnvironment, LocalSandboxEnvironm
         return result
 
 
+def _mount_volumes(
+    environments: dict[str, SandboxEnvironment], mounts: dict[str, list[Mount]]
+) -> None:
+    """Give each named volume a directory, and show it in each environment that mounts it.
+
+    A volume that is an environment's working directory is that environment's directory;
+    another gets a directory of its own, which the first environment removes with its own.
+    Elsewhere a volume is a symbolic link to its directory.
+    """
+    envs = {name: env.as_type(MultidirSandboxEnvironment) for name, env in environments.items()}
+    directories = {
+        mount.volume: envs[name].working_dir
+        for name, found in mounts.items()
+        for mount in found
+        if mount.path == "."
+    }
+    for found in mounts.values():
+        for mount in found:
+            if mount.volume not in directories:
+                volume = tempfile.TemporaryDirectory(ignore_cleanup_errors=True)
+                next(iter(envs.values()))._volumes.append(volume)
+                directories[mount.volume] = Path(volume.name)
+    for name, found in mounts.items():
+        for mount in found:
+            if mount.path != ".":
+                link = envs[name].working_dir / mount.path
+                link.parent.mkdir(parents=True, exist_ok=True)
+                link.symlink_to(directories[mount.volume], target_is_directory=True)
+
+
 def _remove_directories(environments: dict[str, SandboxEnvironment]) -> None:
     for environment in environments.values():
-        environment.as_type(MultidirSandboxEnvironment).directory.cleanup()
+        env = environment.as_type(MultidirSandboxEnvironment)
+        for directory in [env.directory, *env._volumes]:
+            directory.cleanup()
