@@ -220,7 +220,7 @@ def test_named_volumes_are_shared_at_their_paths_below_the_working_dir(
             "{working_dir: /w, volumes: [v:/data]}",
             r"mounts volume 'v' at '/data', which is not at or below its working_dir '/w'",
         ),
-        ("{volumes: [other:/data]}", "mounts volume 'other', which the compose file does not"),
+        ("{volumes: [other:/data]}", "mounts volume 'other', which is not declared"),
     ],
 )
 def test_volumes_multidir_cannot_show_are_refused(service: str, message: str) -> None:
@@ -237,7 +237,9 @@ def test_a_volume_that_is_two_working_dirs_is_refused(tmp_path: Path) -> None:
         "services:\n  a: {working_dir: /w, volumes: [v:/w]}\n  b: {working_dir: /w, volumes: [v:/w]}\n"
         "volumes: {v: {}}\n"
     )
-    with pytest.raises(ValueError, match=r"volume 'v' is the working_dir of services \['a', 'b'\]"):
+    with pytest.raises(
+        ValueError, match=r"volume 'v' is the working_dir of environments \['a', 'b'\]"
+    ):
         run(("multidir", str(compose)), tmp_path / "logs")
 
 

@@ -7,16 +7,12 @@ from pathlib import Path
 
 from inspect_ai.util import (
     ComposeConfig,
-    ComposeService,
-    ComposeVolumeMount,
     ExecResult,
     SandboxEnvironment,
     SandboxEnvironmentConfigType,
     SandboxEnvironmentSpec,
-    parse_compose_yaml,
     sandboxenv,
 )
-from inspect_ai.util._sandbox.compose import is_dockerfile
 from inspect_ai.util._sandbox.local import LocalSandboxEnvironment
 from pydantic import BaseModel, ConfigDict
 from typing_extensions import override
@@ -25,9 +21,11 @@ from ._compose import (
     DEFAULT,
     ComposeSandboxEnvironment,
     Names,
+    VolumeMount,
     compose_services,
     default_first,
     refusal,
+    volume_mounts,
 )
 
 SANDBOX_TYPE = "multidir"
@@ -75,61 +73,42 @@ def environment_mounts(config: SandboxEnvironmentConfigType | None) -> dict[str,
 
     An environment's directory stands for its service's `working_dir` (`/` without one), so a
     volume mounted there, or below it, appears at the same path relative to the directory.
-    Other mounts (bind mounts, tmpfs) are ignored, as are access modes: a volume mounted
-    read-only is shared as it is (the provider isolates nothing).
+    Access modes are ignored: a volume mounted read-only is shared as it is (the provider
+    isolates nothing).
     """
-    if not isinstance(config, str | ComposeConfig) or is_dockerfile(config):
+    if not isinstance(config, str | ComposeConfig):
         return {}
-    compose = config if isinstance(config, ComposeConfig) else parse_compose_yaml(config)
-    volumes = set(compose.volumes or {})
+    services = compose_services(config, "environment")
     mounts = {
-        name: [m for v in service.volumes or [] if (m := _mount(name, service, v, volumes))]
-        for name, service in compose_services(config, "environment").items()
+        name: [_placed(name, services[name].working_dir, m) for m in found]
+        for name, found in volume_mounts(config, "environment").items()
     }
     homes: dict[str, list[str]] = {}
-    for name, found in mounts.items():
-        for mount in found:
+    for name, placed in mounts.items():
+        for mount in placed:
             if mount.path == ".":
                 homes.setdefault(mount.volume, []).append(name)
-    shared = {volume: names for volume, names in homes.items() if len(names) > 1}
-    if shared:
-        volume, names = next(iter(shared.items()))
-        raise ValueError(
-            f"multidir: volume {volume!r} is the working_dir of services {names}, and each "
-            "environment has a directory of its own. Mount it below their working_dir instead, "
-            "or use the docker or swarm_server sandbox."
-        )
+    for volume, names in homes.items():
+        if len(names) > 1:
+            raise ValueError(
+                f"multidir: volume {volume!r} is the working_dir of environments {names}, and "
+                "each environment has a directory of its own. Mount it below their working_dir "
+                "instead, or use the docker sandbox."
+            )
     return mounts
 
 
-def _mount(
-    service_name: str, service: ComposeService, spec: str | ComposeVolumeMount, volumes: set[str]
-) -> Mount | None:
-    """The named volume a service's mount gives, or None for any other kind of mount."""
-    if isinstance(spec, str):
-        source, _, rest = spec.partition(":")
-        target = rest.split(":", 1)[0]
-    else:
-        source, target = spec.source or "", spec.target or ""
-        if spec.type not in (None, "volume"):
-            return None
-    if not target or source.startswith(("/", ".", "~")) or not source:
-        return None  # a bind mount or an anonymous volume
-    if source not in volumes:
+def _placed(name: str, working_dir: str | None, mount: VolumeMount) -> Mount:
+    home = posixpath.normpath(working_dir or "/")
+    path = posixpath.relpath(posixpath.normpath(mount.target), home)
+    if not posixpath.isabs(mount.target) or path == ".." or path.startswith("../"):
         raise ValueError(
-            f"multidir: service {service_name!r} mounts volume {source!r}, which the compose "
-            "file does not declare. Add it under the top-level volumes: key."
+            f"multidir: environment {name!r} mounts volume {mount.volume!r} at "
+            f"{mount.target!r}, which is not at or below its working_dir {home!r}. multidir "
+            "shows a volume at its path relative to the environment's directory, which stands "
+            "for the working_dir: mount it there, or use the docker sandbox."
         )
-    home = posixpath.normpath(service.working_dir or "/")
-    path = posixpath.relpath(posixpath.normpath(target), home)
-    if not posixpath.isabs(target) or path == ".." or path.startswith("../"):
-        raise ValueError(
-            f"multidir: service {service_name!r} mounts volume {source!r} at {target!r}, which "
-            f"is not at or below its working_dir {home!r}. multidir shows a volume at its path "
-            "relative to the environment's directory, which stands for the working_dir: mount "
-            "it there, or use the docker or swarm_server sandbox."
-        )
-    return Mount(source, path)
+    return Mount(mount.volume, path)
 
 
 def environment_names(config: SandboxEnvironmentConfigType | None) -> list[str]:
