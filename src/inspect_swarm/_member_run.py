@@ -274,7 +274,7 @@ async def run_member(run: "SwarmRun", m: MemberRun, messages: list[ChatMessage])
 async def _execute(run: "SwarmRun", m: MemberRun, messages: list[ChatMessage]) -> None:
     async with span(m.name, type="agent"):
         m.span_id = current_span_id()
-        await prepare_member_sandbox(m.spec)
+        await prepare_member_sandbox(m.spec, run.host_tools)
         with m.background.owning(None):
             agent = m.spec.build()
         if m.error is not None:

@@ -77,6 +77,8 @@ class SwarmRun:
         self._event_signal = anyio.Event()
         self._iterating = False
         self._chosen: tuple[MemberRun, str | None] | None = None
+        # members inject sandbox tools into local sandboxes one at a time (prepare_member_sandbox)
+        self.host_tools = anyio.Lock()
 
     # ---- SwarmHost ---------------------------------------------------------------------
 

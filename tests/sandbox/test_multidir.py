@@ -1,4 +1,5 @@
 import os
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -22,11 +23,6 @@ from inspect_swarm.sandbox._multidir import environment_names
 pytestmark = pytest.mark.anyio
 
 # --- inspect's sandbox conformance suite, run on one multidir environment -----------------
-
-# These two pass, but only after the 30 s their `sleep 30` children take: like inspect's local
-# provider, multidir kills the timed-out command but not the processes it started, and exec
-# returns once they close its output. Left out to keep the suite fast.
-del test_exec_timeout_kills_process, test_exec_timeout_kills_child_processes  # noqa: F821
 
 
 @pytest.fixture
@@ -336,6 +332,27 @@ async def test_cleanup_removes_every_directory_when_cancelled(
     with anyio.move_on_after(0):
         await MultidirSandboxEnvironment.sample_cleanup("t", None, envs, True)
     assert not any(d.exists() for d in dirs)
+
+
+@solver
+def stop_a_command_whose_child_holds_its_output() -> Solver:
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        start = time.monotonic()
+        with anyio.move_on_after(1):
+            # `sleep` outlives its shell, with the command's output open and its input unread
+            await sandbox().exec(["sh", "-c", "sleep 20 || true"], input="x" * 1_000_000)
+        store().set("seconds", time.monotonic() - start)
+        return state
+
+    return solve
+
+
+def test_a_stopped_command_ends_with_what_it_started(tmp_path: Path, backend: str) -> None:
+    # inspect waits, shielded, for a stopped command's output to close: were the command's
+    # child left running, exec would wait for it (forever, for a child that waits for input)
+    log = run("multidir", tmp_path, solver=stop_a_command_whose_child_holds_its_output())
+    assert log.status == "success" and log.samples
+    assert log.samples[0].store["seconds"] < 10
 
 
 @pytest.mark.anyio

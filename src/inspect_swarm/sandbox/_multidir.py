@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import posixpath
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from inspect_ai.util import (
     SandboxEnvironmentSpec,
     sandboxenv,
 )
+from inspect_ai.util._sandbox._cli import SANDBOX_CLI
 from inspect_ai.util._sandbox.local import LocalSandboxEnvironment
 from pydantic import BaseModel, ConfigDict
 from typing_extensions import override
@@ -201,11 +204,40 @@ class MultidirSandboxEnvironment(ComposeSandboxEnvironment, LocalSandboxEnvironm
         timeout_retry: bool = True,
         concurrency: bool = True,
     ) -> ExecResult[str]:
-        result = await super().exec(cmd, input, cwd, env, user, timeout, timeout_retry, concurrency)
+        command = cmd
+        if cmd[:1] != [SANDBOX_CLI] and self._runnable(cmd[0], cwd, env):
+            command = _in_own_session(cmd)
+        result = await super().exec(
+            command, input, cwd, env, user, timeout, timeout_retry, concurrency
+        )
         if result.returncode < 0:
             # a process killed by signal N exits 128+N, as in a shell or a container
             return dataclasses.replace(result, returncode=128 - result.returncode)
         return result
+
+    def _runnable(self, program: str, cwd: str | None, env: dict[str, str] | None) -> bool:
+        """Whether `program` will start; one that will not is left to fail as it does
+        unwrapped (`PermissionError`, `FileNotFoundError`)."""
+        if "/" not in program:
+            path = (env or {}).get("PATH", os.environ.get("PATH"))
+            return shutil.which(program, path=path) is not None
+        where = self.working_dir / (cwd or ".") / program
+        return where.is_file() and os.access(where, os.X_OK)
+
+
+# Stopping a command (a timeout, a cancellation) signals the process exec started, and then
+# waits, shielded and without end, until its output closes. A process it started (`tar`
+# under `sh -c "tar ... || ..."`) keeps the output open, and if it waits for input that exec
+# holds until then, nothing ends. So the command runs in a session of its own, under a shell
+# that kills the whole session when signalled; a command that ends by itself leaves what it
+# started running, as before.
+_SESSION = 'trap "kill -s KILL 0" TERM; exec 3<&0; "$@" <&3 3<&- & wait $!'
+
+
+def _in_own_session(cmd: list[str]) -> list[str]:
+    """`cmd` in a session of its own, which a TERM ends whole (where `setsid` exists)."""
+    setsid = shutil.which("setsid")
+    return [setsid, "sh", "-c", _SESSION, "sh", *cmd] if setsid else cmd
 
 
 def _mount_volumes(
