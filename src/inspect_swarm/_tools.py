@@ -53,17 +53,18 @@ def _line(
     label: str, usage: BudgetUsage | None, show: Callable[[float], str], unit: str
 ) -> str | None:
     """One capped kind, what is left first: it is what a member decides on. The unit is said
-    once, with the cap ("8,900 left of the swarm's cap of 10,000 tokens")."""
+    with the cap ("8,900 left (cap 10,000 tokens, ...)")."""
     if usage is None:
         return None
     verb = "elapsed" if label == "Time" else "used by all members"
     left = show(max(0.0, usage.cap - usage.used))
-    swarm = f"{left} left of the swarm's cap of {show(usage.cap)}{unit} ({show(usage.used)} {verb})"
+    cap = f"cap {show(usage.cap)}{unit}, {show(usage.used)} {verb}"
     if usage.share is None:
-        return f"- {label}: {swarm}."
+        return f"- {label}: {left} left ({cap})."
     used = usage.share_used or 0.0
-    mine = f"{show(max(0.0, usage.share - used))} left of your share of {show(usage.share)}{unit}"
-    return f"- {label}: {mine} (you used {show(used)}); {swarm}."
+    mine = show(max(0.0, usage.share - used))
+    share = f"your share {show(usage.share)}{unit}, you used {show(used)}"
+    return f"- {label}: {mine} left of your share, {left} of the cap ({cap}; {share})."
 
 
 def _whole(n: float) -> str:

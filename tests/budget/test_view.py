@@ -50,22 +50,20 @@ async def test_swarm_resources_leads_with_what_is_left(tmp_path: Path) -> None:
     lines = text.splitlines()
     assert lines[0] == "The swarm's caps (cost and tokens are split as equal shares):"
     assert lines[1] == (
-        "- Cost: $0.4960 left of your share of $0.5000 (you used $0.0040); "
-        "$0.9960 left of the swarm's cap of $1.00 ($0.0040 used by all members)."
+        "- Cost: $0.4960 left of your share, $0.9960 of the cap (cap $1.00, $0.0040 used by all "
+        "members; your share $0.5000, you used $0.0040)."
     )
     assert lines[2] == (
-        "- Tokens: 280 left of your share of 500 tokens (you used 220); "
-        "780 left of the swarm's cap of 1,000 tokens (220 used by all members)."
+        "- Tokens: 280 left of your share, 780 of the cap (cap 1,000 tokens, 220 used by all "
+        "members; your share 500 tokens, you used 220)."
     )
-    assert re.fullmatch(
-        r"- Time: (\d+) left of the swarm's cap of 600 seconds \((\d+) elapsed\)\.", lines[3]
-    )
+    assert re.fullmatch(r"- Time: (\d+) left \(cap 600 seconds, (\d+) elapsed\)\.", lines[3])
 
 
 async def test_swarm_resources_of_a_pool(tmp_path: Path) -> None:
     _, sample = await run_meter(tmp_path, body, budget=Budget(tokens="output:1000"))
     assert sample.store["test:tool"].splitlines()[1:] == [
-        "- Tokens: 980 left of the swarm's cap of 1,000 output tokens (20 used by all members)."
+        "- Tokens: 980 left (cap 1,000 output tokens, 20 used by all members)."
     ]
 
 

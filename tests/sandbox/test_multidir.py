@@ -13,6 +13,7 @@ from inspect_ai.log import EvalLog
 from inspect_ai.log._samples import sample_active
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 from inspect_ai.util import ComposeConfig, SandboxEnvironment, sandbox, store
+from inspect_ai.util._concurrency import init_concurrency
 from inspect_ai.util._sandbox.context import sandbox_environments_context_var
 from inspect_ai.util._sandbox.local import LocalSandboxEnvironment
 from inspect_ai.util._sandbox.self_check import *  # noqa: F403  (inspect's conformance suite)
@@ -30,6 +31,13 @@ def anyio_backend() -> str:
     # outside an eval, inspect's subprocess semaphore belongs to one event loop; the evals
     # below run on both backends
     return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def fresh_semaphores() -> None:
+    # outside an eval, commands take inspect's subprocess semaphore from the registry of the
+    # last eval this process ran, which may belong to the other backend: start from none
+    init_concurrency()
 
 
 # root ignores permission bits, so checks that expect a refusal cannot pass as root
