@@ -27,6 +27,7 @@ from ._controller._control import MemberEnded, MemberHandle, SwarmControl, Swarm
 from ._controller._controller import Controller, FinalName, StopReason, swarm_controller
 from ._controller.leaderless import leaderless
 from ._member import Member, member
+from ._react import swarm_react
 from ._roster import MemberInfo, MemberState
 from ._swarm import swarm
 from ._tools import swarm_resources
@@ -62,6 +63,7 @@ __all__ = [
     "swarm_channel",
     "swarm_controller",
     "swarm_on_continue",
+    "swarm_react",
     "swarm_resources",
     "swarm_tools",
 ]

@@ -272,7 +272,7 @@ def _amounts(cost: float | None, tokens: float | None, token_type: str) -> str:
 
 
 def format_cost(cost: float) -> str:
-    return f"${cost:,.2f}" if cost >= 1 else f"${cost:.4g}"
+    return f"${cost:,.2f}" if cost >= 1 else f"${cost:.4f}"
 
 
 def token_noun(token_type: str) -> str:

@@ -96,11 +96,12 @@ class MemberLedger(BaseModel):
 
     background_started: int
     """Tasks the member's agent started with `background()`, such as `deepagent()` background
-    subagents."""
+    subagents, and any its factory started (which makes the member `errored`)."""
 
     background_cancelled: int
     """Of `background_started`, the tasks that were cancelled: still running when the member's
-    drain ended, or cancelled by an error from the member's work or by the hard stop."""
+    drain ended, cancelled by an error from the member's work or by the hard stop, or started
+    by its factory (the swarm cancels those before they run)."""
 
 
 class SwarmLedger(BaseModel):

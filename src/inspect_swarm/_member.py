@@ -23,6 +23,7 @@ from inspect_ai.util import (
 )
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
+from ._factory import PACKAGE
 from ._roster import Delivery, MemberInfo
 
 AgentFactory = Callable[..., Agent]
@@ -351,13 +352,16 @@ def _refuse_acp(agent: object, where: str) -> None:
 
 
 def _check_factory_args(factory: AgentFactory, args: dict[str, Any]) -> None:
+    signature = inspect.signature(factory)
     try:
-        inspect.signature(factory).bind_partial(**args)
+        signature.bind_partial(**args)
     except TypeError as ex:
         name = registry_info(factory).name
+        # the parameters' names, not their defaults, which can be pages long (react's prompt)
+        params = ", ".join(signature.parameters)
         raise TypeError(
             f"member(args=...): args={sorted(args)!r} do not fit the signature of {name}"
-            f"{inspect.signature(factory)}: {ex}. Pass only the factory's keyword arguments."
+            f"({params}): {ex}. Pass only the factory's keyword arguments."
         ) from None
 
 
@@ -452,10 +456,12 @@ def _member_from_dict(value: Mapping[str, Any]) -> Member:
 
 
 def _lookup_factory(name: str) -> AgentFactory:
-    factory = registry_lookup("agent", name)
-    if factory is None or not _is_agent_factory(factory):
-        raise ValueError(
-            f"swarm(members=...): no @agent factory is registered as {name!r}. Import the module "
-            "that defines it, or name a registered agent such as 'react'."
-        )
-    return factory  # type: ignore[return-value]
+    # the package's own builders (inspect_swarm/swarm_react) answer to their short names too
+    for candidate in (name, f"{PACKAGE}/{name}"):
+        factory = registry_lookup("agent", candidate)
+        if factory is not None and _is_agent_factory(factory):
+            return factory  # type: ignore[return-value]
+    raise ValueError(
+        f"swarm(members=...): no @agent factory is registered as {name!r}. Import the module "
+        "that defines it, or name a registered agent such as 'react' or 'swarm_react'."
+    )

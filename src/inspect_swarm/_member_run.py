@@ -173,10 +173,15 @@ class MemberBackground:
                 "in the agent, or keep the bridged agent out of this member."
             )
         if self._tg is None:
-            raise RuntimeError(
+            # the work is counted, and never runs: the swarm cancels it as it starts
+            self.started += 1
+            self.cancelled += 1
+            error = RuntimeError(
                 f"background(): member {self.member.name}'s factory started background work "
                 "while building its agent. Start background work from the running agent."
             )
+            self.member.error = error
+            raise error
         self.started += 1
         self.running += 1
         self._idle = anyio.Event()
@@ -269,9 +274,11 @@ async def run_member(run: "SwarmRun", m: MemberRun, messages: list[ChatMessage])
 async def _execute(run: "SwarmRun", m: MemberRun, messages: list[ChatMessage]) -> None:
     async with span(m.name, type="agent"):
         m.span_id = current_span_id()
-        await prepare_member_sandbox(m.spec)
+        await prepare_member_sandbox(m.spec, run.host_tools)
         with m.background.owning(None):
             agent = m.spec.build()
+        if m.error is not None:
+            raise m.error  # the factory started background work, and caught the refusal
         async with anyio.create_task_group() as tg:
             with m.background.owning(tg):
                 state, limit = await _run_agent(m, agent, AgentState(messages=messages))

@@ -8,7 +8,6 @@ from ._controller._controller import FinalName
 from ._member_run import MemberRun
 
 RESULT_KEY = "inspect_swarm:result"
-LEDGER_KEY = "inspect_swarm:ledger"
 METRICS_KEY = "inspect_swarm:metrics"
 EVIDENCE_SOURCE = "inspect_swarm"
 

@@ -2,7 +2,7 @@
 
 import time
 from collections.abc import AsyncGenerator, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import anyio
 from inspect_ai.agent import AgentState
@@ -19,14 +19,13 @@ from ._context import _phase, _swarm
 from ._controller._control import MemberEnded, MemberHandle, SwarmEvent
 from ._controller._controller import Controller, recorded_stop_reason
 from ._hooks import metering
-from ._ledger import MemberOutcome, SwarmLedger, SwarmMeter
+from ._ledger import MemberOutcome, SwarmLedger, SwarmMeter, write_ledger
 from ._member import MemberSpec
 from ._member_run import MemberRun, run_member
 from ._metrics import metrics_record
 from ._observe import SwarmObserver
 from ._record import (
     EVIDENCE_SOURCE,
-    LEDGER_KEY,
     METRICS_KEY,
     RESULT_KEY,
     Answer,
@@ -78,6 +77,8 @@ class SwarmRun:
         self._event_signal = anyio.Event()
         self._iterating = False
         self._chosen: tuple[MemberRun, str | None] | None = None
+        # members inject sandbox tools into local sandboxes one at a time (prepare_member_sandbox)
+        self.host_tools = anyio.Lock()
 
     # ---- SwarmHost ---------------------------------------------------------------------
 
@@ -231,6 +232,7 @@ class SwarmRun:
         if self._bus is not None:
             self._bus.member_ended(m.name)
         self._write_result(provisional=True)
+        _log_result("member_result", {"member": m.name, **m.record()})
 
     def grace(self) -> float:
         return effective_grace(self._budget)
@@ -328,10 +330,8 @@ class SwarmRun:
         state.messages = self._input + self._answer_message(answer, state.output)
         ledger = self._ledger(error)
         self._write_result(provisional=provisional, answer=answer)
-        store().set(LEDGER_KEY, ledger.model_dump(mode="json"))
-        transcript().info(
-            {"type": "ledger", "ledger": ledger.model_dump(mode="json")}, source=EVIDENCE_SOURCE
-        )
+        _log_result("final", answer.record(provisional))
+        write_ledger(ledger)
         metrics = metrics_record(self, answer, ledger)
         store().set(METRICS_KEY, metrics)
         transcript().info({"type": "metrics", "metrics": metrics}, source=EVIDENCE_SOURCE)
@@ -426,11 +426,14 @@ class SwarmRun:
         if answer.member is None or not output.choices:
             return []
         message = output.message.model_copy(deep=True)
-        message.metadata = {
-            **(message.metadata or {}),
-            "inspect_swarm": {"mode": answer.mode, "member": answer.member.name},
-        }
+        final = {"mode": answer.mode, "member": answer.member.name}
+        message.metadata = {**(message.metadata or {}), EVIDENCE_SOURCE: {"final": final}}
         return [message]
+
+
+def _log_result(kind: str, data: dict[str, Any]) -> None:
+    """Log a result of the swarm (the answer it settled, or how a member ended) as an InfoEvent."""
+    transcript().info({"type": "result", "kind": kind, **data}, source=EVIDENCE_SOURCE)
 
 
 def _sample_error(ex: BaseException) -> BaseException:

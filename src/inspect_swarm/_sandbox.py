@@ -1,14 +1,17 @@
 """Per-member sandboxes: the member's environment becomes its default, the others are hidden."""
 
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
+import anyio
 from inspect_ai.tool._sandbox_tools_utils.sandbox import sandbox_with_injected_tools
+from inspect_ai.util import sandbox
 from inspect_ai.util._sandbox.context import (
     sandbox_default_context_var,
     sandbox_environments_context_var,
     sandbox_with_environments_context_var,
 )
+from inspect_ai.util._sandbox.local import LocalSandboxEnvironment
 
 from ._member import MemberSpec
 
@@ -78,18 +81,25 @@ def member_sandbox(spec: MemberSpec) -> Iterator[None]:
         sandbox_environments_context_var.reset(tokens[0])
 
 
-async def prepare_member_sandbox(spec: MemberSpec) -> None:
+async def prepare_member_sandbox(spec: MemberSpec, host_tools: anyio.Lock) -> None:
     """Inject Inspect's sandbox tools into the member's own environment when it sees services.
 
     Tools that choose a sandbox without a name and need the sandbox tools (`bash_session()`,
     `text_editor()`, the agent bridge) take the first visible environment that already has
     them, which could be a shared service another member injected into. With the tools in the
     member's own environment, listed first, they take that one.
+
+    Local environments (`local`, `multidir`) share one directory of sandbox tools on the host,
+    which Inspect installs on first use with no lock across sandboxes: members that start
+    together would install it over each other (and fail, "Text file busy"). They inject one at
+    a time, under `host_tools`; once it is installed, an injection only checks it.
     """
     if spec.sandbox is None or not spec.visible:
         return
+    host = _is_local(spec.sandbox)
     try:
-        await sandbox_with_injected_tools(sandbox_name=spec.sandbox)
+        async with host_tools if host else nullcontext():
+            await sandbox_with_injected_tools(sandbox_name=spec.sandbox)
     except Exception as ex:
         raise RuntimeError(
             f"member {spec.name!r}: could not inject Inspect's sandbox tools into its sandbox "
@@ -97,3 +107,11 @@ async def prepare_member_sandbox(spec: MemberSpec) -> None:
             "that tools which choose a sandbox without a name use it rather than a service. Use "
             "an environment where Inspect's sandbox tools run, or drop visible_sandboxes."
         ) from ex
+
+
+def _is_local(name: str) -> bool:
+    try:
+        sandbox(name).as_type(LocalSandboxEnvironment)
+    except TypeError:
+        return False
+    return True

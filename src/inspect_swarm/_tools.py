@@ -10,15 +10,18 @@ def swarm_resources() -> Tool:
     """A tool that reports the swarm's budget to the member that calls it.
 
     It shows the caps that will stop the swarm, how much all members have used, the member's own
-    share when the budget is split, and the time cap. Use it in place of a tool that reads
-    `sample_limits()`, which shows the sample's limits rather than the swarm's caps.
+    share when the budget is split, and the time cap. Each line leads with what is left, of the
+    member's share when it has one and of the cap, since that is what a member plans by. Use it
+    in place of a tool that reads `sample_limits()`, which shows the sample's limits rather than
+    the swarm's caps.
     """
 
     async def execute() -> str:
-        """Report the swarm's budget: its caps, what all members have used, and your share.
+        """Report the swarm's budget: what is left of its caps and of your share.
 
         Returns:
-            The swarm's caps with what has been used of each, and your own share of a split budget.
+            For each cap, what is left of your share (when the budget is split) and of the cap,
+            with the cap and what has been used.
         """
         try:
             budget = swarm_budget()
@@ -32,9 +35,9 @@ def swarm_resources() -> Tool:
 def resources_text(budget: SwarmBudget) -> str:
     """The budget as the swarm_resources() tool reports it to the model."""
     lines = [
-        _line("Cost", budget.cost, format_cost),
-        _line("Tokens", budget.tokens, lambda n: f"{n:,.0f} {token_noun(budget.token_type)}"),
-        _line("Time", budget.time, lambda s: f"{s:,.0f} seconds"),
+        _line("Cost", budget.cost, format_cost, ""),
+        _line("Tokens", budget.tokens, _whole, f" {token_noun(budget.token_type)}"),
+        _line("Time", budget.time, _whole, " seconds"),
     ]
     caps = [line for line in lines if line is not None]
     if not caps:
@@ -46,12 +49,23 @@ def resources_text(budget: SwarmBudget) -> str:
     return "\n".join([head, *caps])
 
 
-def _line(label: str, usage: BudgetUsage | None, show: Callable[[float], str]) -> str | None:
+def _line(
+    label: str, usage: BudgetUsage | None, show: Callable[[float], str], unit: str
+) -> str | None:
+    """One capped kind, what is left first: it is what a member decides on. The unit is said
+    with the cap ("8,900 left (cap 10,000 tokens, ...)")."""
     if usage is None:
         return None
     verb = "elapsed" if label == "Time" else "used by all members"
-    line = f"- {label}: cap {show(usage.cap)}, {show(usage.used)} {verb}"
-    if usage.share is not None:
-        used = usage.share_used or 0.0
-        line += f"; your share {show(usage.share)}, of which you used {show(used)}"
-    return line + "."
+    left = show(max(0.0, usage.cap - usage.used))
+    cap = f"cap {show(usage.cap)}{unit}, {show(usage.used)} {verb}"
+    if usage.share is None:
+        return f"- {label}: {left} left ({cap})."
+    used = usage.share_used or 0.0
+    mine = show(max(0.0, usage.share - used))
+    share = f"your share {show(usage.share)}{unit}, you used {show(used)}"
+    return f"- {label}: {mine} left of your share, {left} of the cap ({cap}; {share})."
+
+
+def _whole(n: float) -> str:
+    return f"{n:,.0f}"

@@ -1,5 +1,6 @@
 """What members see: swarm_budget() and the swarm_resources() tool."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -43,18 +44,27 @@ async def test_swarm_budget_in_a_member_and_the_swarm(tmp_path: Path) -> None:
     )
 
 
-async def test_swarm_resources_reports_caps_usage_and_share(tmp_path: Path) -> None:
+async def test_swarm_resources_leads_with_what_is_left(tmp_path: Path) -> None:
     _, sample = await run_meter(tmp_path, body, budget=BUDGET)
     text = sample.store["test:tool"]
-    assert text.splitlines()[0] == "The swarm's caps (cost and tokens are split as equal shares):"
-    assert (
-        "- Cost: cap $1.00, $0.004 used by all members; your share $0.5, of which you used $0.004."
-        in text
+    lines = text.splitlines()
+    assert lines[0] == "The swarm's caps (cost and tokens are split as equal shares):"
+    assert lines[1] == (
+        "- Cost: $0.4960 left of your share, $0.9960 of the cap (cap $1.00, $0.0040 used by all "
+        "members; your share $0.5000, you used $0.0040)."
     )
-    assert (
-        "- Tokens: cap 1,000 tokens, 220 tokens used by all members; your share 500 tokens" in text
+    assert lines[2] == (
+        "- Tokens: 280 left of your share, 780 of the cap (cap 1,000 tokens, 220 used by all "
+        "members; your share 500 tokens, you used 220)."
     )
-    assert "- Time: cap 600 seconds" in text
+    assert re.fullmatch(r"- Time: (\d+) left \(cap 600 seconds, (\d+) elapsed\)\.", lines[3])
+
+
+async def test_swarm_resources_of_a_pool(tmp_path: Path) -> None:
+    _, sample = await run_meter(tmp_path, body, budget=Budget(tokens="output:1000"))
+    assert sample.store["test:tool"].splitlines()[1:] == [
+        "- Tokens: 980 left (cap 1,000 output tokens, 20 used by all members)."
+    ]
 
 
 def test_swarm_budget_outside_a_swarm() -> None:

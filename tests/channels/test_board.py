@@ -171,6 +171,32 @@ async def test_seen_rule_for_overwrite_insert_rename_delete() -> None:
     assert controls == ["seen"] * 4
 
 
+async def test_a_deleted_file_viewed_by_id_or_old_path_says_what_became_of_it() -> None:
+    h = board()
+    await call(h, "a", command="create", path=f"{F}/x", file_text="one")
+    await call(h, "a", command="append", path=f"{F}/x", append_text="two")
+    await call(h, "a", command="create", path=f"{F}/keep", file_text="kept")
+    await call(h, "b", command="view", path="f-1")
+    await call(h, "b", command="delete", path=f"{F}/x")
+    gone = (
+        "f-1 (/shared_memory/x) was deleted by b after version 2 (record w-4); it is no longer "
+        "on the board."
+    )
+    for path in ("f-1", f"{F}/x"):
+        shown = await call(h, "c", command="view", path=path)
+        # a result, not an error, with the caller's status line as usual
+        assert shown == f"{gone}\nShared memory: 1 file changed since you last viewed it (f-2)."
+    reads = [e for e in comm_events("read") if e["member"] == "c"]
+    assert [r["files"] for r in reads] == [[{"file": "f-1", "version": None, "record": "w-4"}]] * 2
+    listing = await call(h, "c", command="view", path=F)
+    assert "1 file under /shared_memory" in listing and "/shared_memory/x" not in listing
+    # a new file at the old path is the one a view of the path shows
+    await call(h, "a", command="create", path=f"{F}/x", file_text="new")
+    assert 'id="f-3" path="/shared_memory/x"' in await call(h, "c", command="view", path=f"{F}/x")
+    assert (await call(h, "c", command="view", path="f-1")).startswith(gone)
+    assert (await call(h, "c", command="view", path="f-9")).startswith("ERROR: No file has the id")
+
+
 async def test_str_replace_needs_exactly_one_occurrence_and_no_view() -> None:
     h = board()
     await call(h, "a", command="create", path=f"{F}/x", file_text="aa b")

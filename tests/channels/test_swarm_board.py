@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 from inspect_ai.agent import Agent, AgentState, agent, react
-from inspect_ai.event import InfoEvent, ModelEvent, SpanBeginEvent, ToolEvent
-from inspect_ai.log import EvalSample, read_eval_log
+from inspect_ai.event import InfoEvent, LoggerEvent, ModelEvent, SpanBeginEvent, ToolEvent
+from inspect_ai.log import EvalSample, read_eval_log, resolve_sample_attachments
+from inspect_ai.tool import think
 
 from inspect_swarm import (
     Budget,
@@ -16,6 +17,7 @@ from inspect_swarm import (
     shared_memory,
     swarm,
     swarm_on_continue,
+    swarm_react,
     swarm_tools,
 )
 from inspect_swarm._channel._board import appended, inserted
@@ -173,6 +175,104 @@ def test_poll_members_get_no_notice_and_wiring_lists_unwired(backend: str, tmp_p
     assert metrics["tools_unwired"] == ["toolless"]
     assert metrics_member(sample, "polling")["delivery_effective"] == "poll"
     assert metrics_member(sample, "toolless")["comm"]["shared_memory"]["records"] == 0
+
+
+def test_members_that_miss_the_swarms_tools_or_notices_are_warned_once(
+    backend: str, tmp_path: Path
+) -> None:
+    script = {"*": [{"text": "thinking"}, {"text": "still"}, {"text": "more"}, {"submit": "2"}]}
+    sample = run(
+        swarm(
+            [
+                member(board_member, name="wired"),
+                member(board_member, args={"hook": "none"}, name="unhooked"),
+                member(react, name="toolless"),
+                member(react, name="polling", delivery="poll"),
+            ],
+            controller=ALL_RUN,
+            channels=[shared_memory()],
+        ),
+        script,
+        tmp_path,
+    )
+    sample = resolve_sample_attachments(sample)  # the long texts are attachments in the log
+    wiring = [e.data for e in info_events(sample, "wiring") if isinstance(e.data, dict)]
+    assert sorted((w["member"], w["missing"]) for w in wiring) == [
+        ("polling", "swarm_tools"),
+        ("toolless", "swarm_on_continue"),
+        ("toolless", "swarm_tools"),
+        ("unhooked", "swarm_on_continue"),
+    ]
+    for w in wiring:
+        assert "member(swarm_react" in w["fix"] and "@agent def worker()" in w["fix"]
+    # the same as Python warnings, which Inspect shows in its console and keeps in its log
+    warned = [
+        e.message.message
+        for e in sample.events
+        if isinstance(e, LoggerEvent) and "Swarm member " in e.message.message
+    ]
+    assert len(warned) == 4
+    toolless = "Swarm member 'toolless' made a model call without the tools of the swarm's "
+    assert any(f"{toolless}channels (shared_memory)" in m for m in warned)
+    unhooked = "Swarm member 'unhooked' reached its second model call without running "
+    assert any(f"{unhooked}swarm_on_continue()" in m and 'delivery="poll"' in m for m in warned)
+    # the records stay as the user guide has them
+    metrics = sample.store["inspect_swarm:metrics"]
+    assert (metrics["notify_unwired"], metrics["tools_unwired"]) == ([], ["toolless", "polling"])
+
+
+def test_swarm_react_adds_the_board_to_the_members_tools_and_hook(
+    backend: str, tmp_path: Path
+) -> None:
+    solver = swarm(
+        member(swarm_react, {"tools": [think()], "on_continue": "Keep going."}, name="w", count=2),
+        controller=ALL_RUN,
+        channels=[shared_memory()],
+    )
+    log = run_log(
+        solver,
+        {
+            "w-1": [
+                sm(command="append", path=f"{F}/log", append_text="w-1 was here"),
+                {"submit": "1"},
+            ],
+            "w-2": [
+                {"text": "thinking", "delay": 0.2},
+                {"tool": "think", "arguments": {"thought": "read the board"}},
+                sm(command="view", path="f-1"),
+                {"submit": "2"},
+            ],
+        },
+        tmp_path,
+    )
+    [sample] = read_eval_log(log.location, resolve_attachments=True).samples or []
+    assert statuses(sample) == {"w-1": "submitted", "w-2": "submitted"}
+    w2 = [
+        e
+        for e in sample.events
+        if isinstance(e, ModelEvent) and e.span_id == member_span(sample, "w-2")
+    ]
+    # its own tools, the board's, and react's submit
+    for event in w2:
+        assert {t.name for t in event.tools} == {"think", "shared_memory", "swarm_wait", "submit"}
+    # after its turn without tool calls: the board's notice, then its own hook's message
+    texts = [m.text for m in w2[1].input if m.role == "user"]
+    assert texts[-2].startswith("[Swarm notice] 1 shared memory file changed")
+    assert texts[-1] == "Keep going."
+    assert [e.data["member"] for e in comm(sample, "read")] == ["w-2"]  # type: ignore[index]
+    assert info_events(sample, "wiring") == []
+    metrics = sample.store["inspect_swarm:metrics"]
+    assert (metrics["notify_unwired"], metrics["tools_unwired"]) == ([], [])
+
+
+def test_swarm_react_takes_reacts_arguments() -> None:
+    # member() checks them against react()'s signature
+    with pytest.raises(
+        TypeError, match=r"args=\['tool'\] do not fit .*swarm_react\(name, .*tools,"
+    ):
+        member(swarm_react, args={"tool": []})
+    with pytest.raises(ValueError, match=r"swarm_react\(on_continue=...\): on_continue='go'"):
+        swarm_react(submit=False, on_continue="go")
 
 
 def test_filesystem_only_records_no_communication(tmp_path: Path) -> None:

@@ -125,22 +125,24 @@ def test_a_cancelled_eval_leaves_no_sandbox(
     assert live_sandboxes(server) == []
 
 
-def test_proof_swarm_runs_on_the_swarm_server(
-    e2b_env: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_shared_sandbox_runs_on_the_swarm_server(
+    backend: str, e2b_env: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.syspath_prepend(str(EXAMPLES))
-    module = importlib.import_module("proof_swarm")
+    module = importlib.import_module("shared_sandbox")
     [log] = eval(
-        module.proof_swarm(provider="swarm_server"),
-        model=scripted_model(EXAMPLES / "proof_swarm_script.yaml", name="demo"),
+        module.shared_sandbox(),
+        model=scripted_model(EXAMPLES / "shared_sandbox.yaml", name="demo"),
         log_dir=str(tmp_path),
         display="none",
     )
     assert log.status == "success" and log.samples
     sample = log.samples[0]
-    members = {m["name"]: m["status"] for m in sample.store["inspect_swarm:result"]["members"]}
-    assert members == {"agent-1": "member_limit:custom", "agent-2": "submitted"}
+    record = sample.store["inspect_swarm:result"]
+    assert [m["status"] for m in record["members"]] == ["submitted"] * 3
+    # the readers found react-1's note in /shared/notes.md, which the sample's files made
+    checks = [r for r in tool_results(sample) if "react-1: wrote /shared/solution.sh" in r]
+    assert len(checks) == 2 and all(r.endswith("9\n") for r in checks)
     assert sample.scores is not None
-    score = sample.scores["any_member_proved"]
-    assert (score.value, score.metadata) == ("C", {"passed": ["agent-2"]})
+    assert sample.scores["script_works"].value == CORRECT
     assert live_sandboxes(e2b_env) == []

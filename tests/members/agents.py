@@ -79,13 +79,18 @@ def background_worker(seconds: float = 0.1, calls: int = 0, wait: float = 0.0) -
 
 
 @agent
-def background_in_factory() -> Agent:
-    """Starts background work while the agent is built."""
+def background_in_factory(catch: bool = False) -> Agent:
+    """Starts background work while the agent is built (and with `catch`, carries on when
+    that is refused)."""
 
     async def work() -> None:
         await anyio.lowlevel.checkpoint()
 
-    background(work)
+    try:
+        background(work)
+    except RuntimeError:
+        if not catch:
+            raise
 
     async def execute(state: AgentState) -> AgentState:
         return answered(state)

@@ -1,5 +1,6 @@
 from pathlib import Path
 
+import pytest
 from inspect_ai.agent import deepagent, react, subagent
 from inspect_ai.log import EvalSample
 from inspect_ai.util import token_limit
@@ -136,11 +137,21 @@ def test_a_swarm_cap_ends_the_background_task_that_reached_it(tmp_path: Path) ->
     assert events(sample) == []
 
 
-def test_a_factory_that_starts_background_work_makes_the_member_errored(tmp_path: Path) -> None:
-    sample = run(swarm(member(background_in_factory, name="w"), channels=[]), {}, tmp_path)
+@pytest.mark.parametrize("catch", [False, True])
+def test_a_factory_that_starts_background_work_makes_the_member_errored(
+    catch: bool, backend: str, tmp_path: Path
+) -> None:
+    # the member is errored even when its factory catches the refusal
+    sample = run(
+        swarm(member(background_in_factory, {"catch": catch}, name="w"), channels=[]), {}, tmp_path
+    )
     assert statuses(sample) == {"w": "errored"}
     assert sample.error is not None
     assert "factory started background work while building its agent" in sample.error.message
+    # the work is the member's: started, and cancelled by the swarm before it ran
+    w = ledger_member(sample, "w")
+    assert (w["background_started"], w["background_cancelled"]) == (1, 1)
+    assert sample.store["inspect_swarm:ledger"]["total_complete"] is False
 
 
 def test_deepagent_background_subagents_belong_to_the_member(backend: str, tmp_path: Path) -> None:

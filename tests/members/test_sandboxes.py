@@ -1,3 +1,8 @@
+import json
+import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -360,3 +365,46 @@ def test_visible_sandboxes_need_a_sandbox() -> None:
         member(react, visible_sandboxes=["svc"])
     with pytest.raises(ValueError, match="'default' cannot be listed"):
         member(react, sandbox="{member}", visible_sandboxes=["default"])
+
+
+FRESH_MACHINE = """
+import json
+from inspect_ai import Task, eval
+from inspect_ai.agent import react
+from inspect_ai.dataset import Sample
+from inspect_swarm import leaderless, member, swarm
+from inspect_swarm.sandbox import multidir
+from inspect_swarm.scripted import scripted_model
+
+names = [f"agent-{i}" for i in range(1, 5)]
+members = member(react, name="agent", count=4, sandbox="{member}", visible_sandboxes=["svc"])
+task = Task(
+    dataset=[Sample(input="x")],
+    solver=swarm(members, controller=leaderless(stop_on_submission=False), channels=[]),
+    sandbox=multidir(*names, "svc"),
+)
+[log] = eval(task, model=scripted_model([{"submit": "42"}]), log_dir=LOG_DIR, display="none")
+print(json.dumps([m["status"] for m in log.samples[0].store["inspect_swarm:result"]["members"]]))
+"""
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None,
+    reason="a private /var/tmp (a machine without Inspect's sandbox tools) needs root and unshare",
+)
+def test_members_install_the_sandbox_tools_of_a_new_machine_one_at_a_time(
+    backend: str, tmp_path: Path
+) -> None:
+    # Inspect installs the sandbox tools of local sandboxes once per machine, in /var/tmp;
+    # members that see a service inject them as they start, and must not install them over
+    # each other ("Text file busy"). A private, empty /var/tmp stands for a new machine.
+    code = f"LOG_DIR = {str(tmp_path)!r}\n{FRESH_MACHINE}"
+    fresh = 'mount -t tmpfs tmpfs /var/tmp && exec "$0" -c "$1"'
+    done = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", fresh, sys.executable, code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == ["submitted"] * 4

@@ -5,13 +5,14 @@ from pathlib import Path
 from inspect_ai import Task, eval
 from inspect_ai._eval.loader import solver_from_spec
 from inspect_ai.agent import react
+from inspect_ai.event import ModelEvent
 from inspect_ai.log import read_eval_log
 from inspect_ai.solver import SolverSpec
 
 from inspect_swarm import Budget, leaderless, member, swarm
 from inspect_swarm.scripted import scripted_model
 
-from .helpers import result, task
+from .helpers import infos, result, task
 
 ROOT = Path(__file__).parents[2]
 
@@ -53,6 +54,65 @@ def test_cli_solver_form(tmp_path: Path) -> None:
     assert [m["name"] for m in record["members"]] == [f"react-{i}" for i in range(1, 5)]
     assert record["final"]["member"] == "react-2"
     assert log.samples[0].store["inspect_swarm:ledger"]["budget"]["split"] == "equal"
+
+
+BOARD_SCRIPT = """
+members:
+  swarm_react-1:
+    - {tool: shared_memory, arguments: {command: append, path: /shared_memory/log, append_text: "swarm_react-1 was here"}}
+    - {text: "Waiting for the others.", delay: 2.0}
+    - {submit: "42"}
+  "*":
+    - {tool: swarm_wait, arguments: {path: /shared_memory/log}}
+    - {tool: shared_memory, arguments: {command: view, path: /shared_memory/log}}
+    - {submit: "42"}
+"""
+
+
+def test_cli_swarm_react_gives_every_member_the_board(tmp_path: Path) -> None:
+    (tmp_path / "board.yaml").write_text(BOARD_SCRIPT)
+    command = [
+        sys.executable, "-m", "inspect_ai._cli.main", "eval", "examples/getting_started.py",
+        "--model", "scripted/demo", "-M", f"script={tmp_path / 'board.yaml'}",
+        "--solver", "inspect_swarm/swarm",
+        "-S", "members={factory: swarm_react, count: 3}", "-S", "channels=shared_memory",
+        "--sample-id", "product", "--log-dir", str(tmp_path / "logs"), "--display", "none",
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    [path] = (tmp_path / "logs").glob("*.eval")
+    log = read_eval_log(str(path))
+    assert log.status == "success" and log.samples
+    sample = log.samples[0]
+    names = [f"swarm_react-{i}" for i in range(1, 4)]
+    assert [m["name"] for m in result(sample)["members"]] == names
+    # every member was offered the board, wrote or read it, and none misses its wiring
+    offered = {
+        e.span_id: {t.name for t in e.tools} for e in sample.events if isinstance(e, ModelEvent)
+    }
+    assert offered and all({"shared_memory", "swarm_wait"} <= tools for tools in offered.values())
+    assert {d["member"] for d in infos(sample, "comm") if d["kind"] in ("sent", "read")} == set(
+        names
+    )
+    assert infos(sample, "wiring") == []
+    metrics = sample.store["inspect_swarm:metrics"]
+    assert (metrics["notify_unwired"], metrics["tools_unwired"]) == ([], [])
+    # the builder is logged by name, as given, and the swarm rebuilds from the log
+    assert log.eval.solver_args is not None
+    assert log.eval.solver_args["members"] == {"factory": "swarm_react", "count": 3}
+    rebuilt = solver_from_spec(
+        SolverSpec(log.eval.solver or "", log.eval.solver_args, log.eval.solver_args_passed or {})
+    )
+    [again] = eval(
+        task(rebuilt),
+        model=scripted_model(tmp_path / "board.yaml", name="demo"),
+        log_dir=str(tmp_path / "again"),
+        display="none",
+    )
+    assert again.samples
+    assert [d["member"] for d in infos(again.samples[0], "comm") if d["kind"] == "sent"] == [
+        "swarm_react-1"
+    ]
 
 
 def test_the_log_rebuilds_the_swarm(tmp_path: Path) -> None:

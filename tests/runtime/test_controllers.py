@@ -90,6 +90,12 @@ def test_prefer_chooses_the_answer(backend: str, tmp_path: Path) -> None:
     }
     assert sample.output.completion == "42"
     assert ledger_of(sample)["stop_reason"] == "all_done"
+    # the final event gives the mode, the member and the controller's reason
+    [final] = [d for d in infos(sample, "result") if d["kind"] == "final"]
+    assert final == {"type": "result", "kind": "final", **result(sample)["final"]}
+    assert sample.messages[-1].metadata == {
+        "inspect_swarm": {"final": {"mode": "controller", "member": "b"}}
+    }
 
 
 def test_until_proved_with_checked_solver(backend: str, tmp_path: Path) -> None:

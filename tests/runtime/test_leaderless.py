@@ -33,7 +33,7 @@ def test_first_submission_is_the_answer_and_stops_the_others(backend: str, tmp_p
     assert sample.messages[0].text == "What is six times seven?"
     answer = sample.messages[-1]
     assert answer.role == "assistant"
-    assert answer.metadata == {"inspect_swarm": {"mode": "first", "member": "react-2"}}
+    assert answer.metadata == {"inspect_swarm": {"final": {"mode": "first", "member": "react-2"}}}
     assert len(sample.messages) == 2
     [ledger] = infos(sample, "ledger")
     assert ledger["ledger"]["stop_reason"] == "submitted"

@@ -1,7 +1,8 @@
 from pathlib import Path
 
 import anyio
-from inspect_ai.agent import Agent, AgentState, agent, react
+from inspect_ai.agent import Agent, AgentState, agent, as_solver, react
+from inspect_ai.solver import Generate, Solver, TaskState, solver
 from inspect_ai.util import LimitExceededError, token_limit
 
 from inspect_swarm import member, swarm
@@ -112,6 +113,31 @@ def test_sample_token_limit_is_not_swallowed(backend: str, tmp_path: Path) -> No
     ledger = sample.store["inspect_swarm:ledger"]
     assert ledger["ended_by"] == "sample_limit:token"
     assert ledger["interrupted"] is True
+
+
+@solver
+def cut_short(seconds: float) -> Solver:
+    """A swarm that the task's own solver cancels after `seconds`, with no limit or operator."""
+    inner = as_solver(swarm(member(react, count=2), channels=[]))
+
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        with anyio.move_on_after(seconds):
+            return await inner(state, generate)
+        return state
+
+    return solve
+
+
+def test_a_cancellation_from_outside_with_no_cause_is_ended_by_unknown(
+    backend: str, tmp_path: Path
+) -> None:
+    sample = run(cut_short(0.3), {"*": SLOW * 50}, tmp_path)
+    assert sample.error is None and sample.limit is None
+    ledger = sample.store["inspect_swarm:ledger"]
+    assert (ledger["ended_by"], ledger["stop_reason"]) == ("unknown", None)
+    assert ledger["interrupted"] is True and ledger["total_complete"] is False
+    assert [m["cancelled"] for m in ledger["members"]] == [True, True]
+    assert statuses(sample) == {"react-1": "cancelled", "react-2": "cancelled"}
 
 
 def test_a_stopped_member_is_cancelled_after_the_grace_period(backend: str, tmp_path: Path) -> None:

@@ -124,17 +124,34 @@ def test_bad_service_names_are_refused(services: list[str], message: str) -> Non
         swarm_server(*services)
 
 
-def test_server_services_take_template_and_working_dir_from_compose(tmp_path: Path) -> None:
+def test_server_services_take_template_working_dir_and_user_from_compose(tmp_path: Path) -> None:
     text = (
         "services:\n"
-        "  agent: {working_dir: /work, x-e2b: {template: python}}\n"
-        "  default: {image: python:3.12}\n"
+        "  agent: {working_dir: /work, x-e2b: {template: python}, user: root}\n"
+        "  default: {image: python:3.12, volumes: [own:/data]}\n"
+        "volumes: {own: {}}\n"
     )
     config = SwarmServerConfig(compose=compose_file(tmp_path, text), template="base")
     assert _services(config) == [
-        _Service("default", "base", None),
-        _Service("agent", "python", "/work"),
+        _Service("default", "base", None, "user"),
+        _Service("agent", "python", "/work", "root"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "services:\n  a: {volumes: [v:/x]}\n  b: {volumes: [v:/y]}\nvolumes: {v: {}}\n",
+            r"volume 'v' is mounted by services \['a', 'b'\], and each sandbox",
+        ),
+        ("services:\n  a: {user: '1000:1000'}\n", "service 'a' has user '1000:1000'"),
+        ("services:\n  a: {volumes: [v:/x]}\n", "mounts volume 'v', which is not declared"),
+    ],
+)
+def test_server_layouts_it_cannot_give_are_refused(text: str, message: str, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=message):
+        SwarmServerSandboxEnvironment._service_names(compose_file(tmp_path, text))
 
 
 def test_a_server_config_with_a_compose_config_survives_the_log() -> None:

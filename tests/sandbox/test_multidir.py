@@ -1,16 +1,19 @@
 import os
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+import yaml
 from inspect_ai import Task, eval
 from inspect_ai.dataset import Sample
 from inspect_ai.log import EvalLog
 from inspect_ai.log._samples import sample_active
 from inspect_ai.solver import Generate, Solver, TaskState, solver
-from inspect_ai.util import SandboxEnvironment, sandbox, store
+from inspect_ai.util import ComposeConfig, SandboxEnvironment, sandbox, store
+from inspect_ai.util._concurrency import init_concurrency
 from inspect_ai.util._sandbox.context import sandbox_environments_context_var
 from inspect_ai.util._sandbox.local import LocalSandboxEnvironment
 from inspect_ai.util._sandbox.self_check import *  # noqa: F403  (inspect's conformance suite)
@@ -22,17 +25,19 @@ pytestmark = pytest.mark.anyio
 
 # --- inspect's sandbox conformance suite, run on one multidir environment -----------------
 
-# These two pass, but only after the 30 s their `sleep 30` children take: like inspect's local
-# provider, multidir kills the timed-out command but not the processes it started, and exec
-# returns once they close its output. Left out to keep the suite fast.
-del test_exec_timeout_kills_process, test_exec_timeout_kills_child_processes  # noqa: F821
-
 
 @pytest.fixture
 def anyio_backend() -> str:
     # outside an eval, inspect's subprocess semaphore belongs to one event loop; the evals
     # below run on both backends
     return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def fresh_semaphores() -> None:
+    # outside an eval, commands take inspect's subprocess semaphore from the registry of the
+    # last eval this process ran, which may belong to the other backend: start from none
+    init_concurrency()
 
 
 # root ignores permission bits, so checks that expect a refusal cannot pass as root
@@ -155,6 +160,93 @@ def test_compose_file_gives_its_services_default_first(tmp_path: Path, backend: 
     assert envs["checker"]["files"] == ["answer.txt"]
 
 
+VOLUMES = """
+services:
+  agent-1:
+    image: python:3.12-slim
+    working_dir: /workspace
+    volumes: [agent-1:/workspace, notes:/workspace/notes]
+    x-default: true
+  agent-2:
+    image: python:3.12-slim
+    working_dir: /workspace
+    volumes: [agent-2:/workspace, notes:/workspace/notes, ./ignored:/workspace/host]
+  comparator:
+    image: python:3.12-slim
+    working_dir: /answers
+    volumes:
+      - agent-1:/answers/agent-1:ro
+      - {type: volume, source: agent-2, target: /answers/agent-2, read_only: true}
+volumes:
+  agent-1:
+  agent-2:
+  notes:
+"""
+
+
+@solver
+def share_through_volumes() -> Solver:
+    """Write in each agent's working directory, and read it all from the comparator."""
+
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        for name in ("agent-1", "agent-2"):
+            await sandbox(name).exec(["sh", "-c", f"echo {name} > answer.txt"])
+            await sandbox(name).exec(["sh", "-c", f"echo {name} >> notes/log"])
+        seen = await sandbox("comparator").exec(
+            ["sh", "-c", "cat agent-1/answer.txt agent-2/answer.txt agent-1/notes/log"]
+        )
+        envs = sandbox_environments_context_var.get()
+        dirs = [str(e.as_type(MultidirSandboxEnvironment).working_dir) for e in envs.values()]
+        store().set("volumes", {"seen": seen.stdout, "dirs": dirs})
+        return state
+
+    return solve
+
+
+def test_named_volumes_are_shared_at_their_paths_below_the_working_dir(
+    tmp_path: Path, backend: str
+) -> None:
+    compose = tmp_path / "compose.yaml"
+    compose.write_text(VOLUMES)
+    log = run(("multidir", str(compose)), tmp_path / "logs", solver=share_through_volumes())
+    assert log.status == "success" and log.samples
+    report = log.samples[0].store["volumes"]
+    # each agent's working directory is its volume, which the comparator sees by name; the
+    # notes volume is one directory that both agents see
+    assert report["seen"] == "agent-1\nagent-2\nagent-1\nagent-2\n"
+    assert not any(Path(d).exists() for d in report["dirs"])
+
+
+@pytest.mark.parametrize(
+    ("service", "message"),
+    [
+        (
+            "{working_dir: /w, volumes: [v:/data]}",
+            r"mounts volume 'v' at '/data', which is not at or below its working_dir '/w'",
+        ),
+        ("{volumes: [other:/data]}", "mounts volume 'other', which is not declared"),
+    ],
+)
+def test_volumes_multidir_cannot_show_are_refused(service: str, message: str) -> None:
+    compose = ComposeConfig.model_validate(
+        {"services": {"a": yaml.safe_load(service)}, "volumes": {"v": None}}
+    )
+    with pytest.raises(ValueError, match=message):
+        MultidirSandboxEnvironment._service_names(compose)
+
+
+def test_a_volume_that_is_two_working_dirs_is_refused(tmp_path: Path) -> None:
+    compose = tmp_path / "compose.yaml"
+    compose.write_text(
+        "services:\n  a: {working_dir: /w, volumes: [v:/w]}\n  b: {working_dir: /w, volumes: [v:/w]}\n"
+        "volumes: {v: {}}\n"
+    )
+    with pytest.raises(
+        ValueError, match=r"volume 'v' is the working_dir of environments \['a', 'b'\]"
+    ):
+        run(("multidir", str(compose)), tmp_path / "logs")
+
+
 def test_config_in_the_log_rebuilds_the_spec(tmp_path: Path) -> None:
     log = run(multidir("default", "w-1"), tmp_path, solver=survey(write_to="w-1"))
     assert log.eval.sandbox is not None
@@ -248,6 +340,27 @@ async def test_cleanup_removes_every_directory_when_cancelled(
     with anyio.move_on_after(0):
         await MultidirSandboxEnvironment.sample_cleanup("t", None, envs, True)
     assert not any(d.exists() for d in dirs)
+
+
+@solver
+def stop_a_command_whose_child_holds_its_output() -> Solver:
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        start = time.monotonic()
+        with anyio.move_on_after(1):
+            # `sleep` outlives its shell, with the command's output open and its input unread
+            await sandbox().exec(["sh", "-c", "sleep 20 || true"], input="x" * 1_000_000)
+        store().set("seconds", time.monotonic() - start)
+        return state
+
+    return solve
+
+
+def test_a_stopped_command_ends_with_what_it_started(tmp_path: Path, backend: str) -> None:
+    # inspect waits, shielded, for a stopped command's output to close: were the command's
+    # child left running, exec would wait for it (forever, for a child that waits for input)
+    log = run("multidir", tmp_path, solver=stop_a_command_whose_child_holds_its_output())
+    assert log.status == "success" and log.samples
+    assert log.samples[0].store["seconds"] < 10
 
 
 @pytest.mark.anyio

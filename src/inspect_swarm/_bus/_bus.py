@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 import math
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -31,6 +32,30 @@ WaitOutcome = str
 
 # how often a wait re-checks a member whose background work keeps it from being idle
 _BACKGROUND_POLL = 0.25
+
+logger = logging.getLogger(__name__)
+
+_BUILDER = (
+    "in a registered member builder passed to member() uncalled, e.g. `@agent def worker() -> "
+    "Agent: return react(tools=[swarm_tools()], on_continue=swarm_on_continue())` with "
+    "`member(worker, ...)`; or use the built-in builder, `member(swarm_react, args={...})` "
+    "(from the command line, -S 'members={factory: swarm_react}')"
+)
+_WIRING = {
+    "swarm_tools": (
+        "made a model call without the tools of the swarm's channels ({channels}): its agent "
+        "never resolved swarm_tools(), so it cannot use them.",
+        f"Put swarm_tools() in its agent's tools {_BUILDER}.",
+    ),
+    "swarm_on_continue": (
+        "reached its second model call without running swarm_on_continue(), so it gets no "
+        "notices of what the other members change.",
+        f"Make swarm_on_continue() its agent's on_continue (around the hook it had, "
+        f"swarm_on_continue(inner)) {_BUILDER}. An agent that calls no on_continue hook "
+        'needs member(..., delivery="poll") instead.',
+    ),
+}
+"""Per missing piece of wiring: what the member did without it, and how to wire it."""
 
 
 class Caller(NamedTuple):
@@ -136,6 +161,7 @@ class Bus:
             m.name: _Member({name: _Comm() for name in self._channels}) for m in self._roster
         }
         self._tool_lists: dict[bool, list[Tool]] = {}
+        self._warned: set[tuple[str, str]] = set()
         self._unsubscribe = transcript()._subscribe(self._on_event)
 
     def _open(self, channel: Channel) -> None:
@@ -545,17 +571,44 @@ class Bus:
         notify_unwired = [
             m.name
             for m in self._roster
-            if self._host.delivery(m.name) == "notify"
-            and m.name not in self._continued
-            and self._members[m.name].own_calls >= 2
+            if self._misses_notices(m.name)
             and any(loop != self.own_loop(m.name) for loop in self._sender_loops)
         ]
-        tools_unwired = [
-            m.name
-            for m in self._roster
-            if self.has_tools and self._members[m.name].calls >= 1 and m.name not in self._own_loops
-        ]
+        tools_unwired = [m.name for m in self._roster if self._misses_tools(m.name)]
         return {"notify_unwired": notify_unwired, "tools_unwired": tools_unwired}
+
+    def _misses_tools(self, member: str) -> bool:
+        """The member made a model call, and its loops never resolved `swarm_tools()`."""
+        return self.has_tools and self._members[member].calls >= 1 and member not in self._own_loops
+
+    def _misses_notices(self, member: str) -> bool:
+        """A `notify` member's own loop made two model calls without running the hook."""
+        return (
+            self._host.delivery(member) == "notify"
+            and member not in self._continued
+            and self._members[member].own_calls >= 2
+        )
+
+    def _warn_wiring(self, member: str) -> None:
+        """Say, once per member and piece, that a member misses the swarm's tools or notices:
+        as a warning in Python's logging (Inspect's console and log) and a `wiring` event."""
+        missing = [
+            piece
+            for piece, misses in (
+                ("swarm_tools", self._misses_tools),
+                ("swarm_on_continue", self._misses_notices),
+            )
+            if (member, piece) not in self._warned and misses(member)
+        ]
+        for piece in missing:
+            self._warned.add((member, piece))
+            done, fix = _WIRING[piece]
+            channels = ", ".join(name for name, o in self._channels.items() if o.tools)
+            logger.warning("Swarm member %r %s %s", member, done.format(channels=channels), fix)
+            transcript().info(
+                {"type": "wiring", "member": member, "missing": piece, "fix": fix},
+                source=EVIDENCE_SOURCE,
+            )
 
     def _on_event(self, event: Event) -> None:
         # completed model calls, counted only as far as the wiring checks need them
@@ -563,14 +616,15 @@ class Bus:
             return
         member = current_member()
         stats = self._members.get(member) if member is not None else None
-        if stats is None or (stats.own_calls >= 2 and stats.calls >= 1):
+        if member is None or stats is None or (stats.own_calls >= 2 and stats.calls >= 1):
             return
         if event.uuid in stats.seen_calls:
             return
         stats.seen_calls.add(event.uuid or "")
         stats.calls += 1
-        if current_agent_span_id() == self.own_loop(member or ""):
+        if current_agent_span_id() == self.own_loop(member):
             stats.own_calls += 1
+        self._warn_wiring(member)
 
 
 def _wait_result(

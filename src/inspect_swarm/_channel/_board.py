@@ -50,6 +50,15 @@ class File:
         return {"file": self.id, "version": self.version, "record": self.record}
 
 
+@dataclass(frozen=True)
+class _Deleted:
+    """A file as it was when deleted, and who deleted it, for views by its id or old path."""
+
+    file: File
+    by: str
+    record: str
+
+
 @dataclass
 class _Change:
     """What an admitted write will do, computed once by `admit()` for `apply()`."""
@@ -230,6 +239,9 @@ class Board:
         self._bytes = 0
         self._numbered = 0
         self._loops: dict[str | None, _Loop] = {}
+        # deleted files by id and by the path they had, so a view of one says what became of it
+        self._deleted: dict[str, _Deleted] = {}
+        self._deleted_at: dict[str, _Deleted] = {}
         self._notified: dict[str, dict[str, int]] = {}
         self._change: _Change | None = None
         self._tool = shared_memory_tool(self, run.bus)
@@ -287,7 +299,7 @@ class Board:
         previous_path = file.path if file is not None else None
         if change.path is None:
             assert file is not None
-            self._remove(file)
+            self._remove(file, record)
             files: dict[str, JsonValue] = {
                 "file": file.id, "path": None, "previous_path": previous_path,
                 "previous": previous, "version": None,
@@ -354,11 +366,15 @@ class Board:
         if path is not None and _FILE_ID.fullmatch(path):
             file = self.files.get(path)
             if file is None:
-                raise ToolError(f"No file has the id {path}: it does not exist or was deleted.")
+                if path in self._deleted:
+                    return self._view_deleted(caller, self._deleted[path])
+                raise ToolError(f"No file has the id {path}: no file on the board had it.")
         else:
             path = check_path(path, file=False)
             file = self.file_at(path)
             if file is None:
+                if path in self._deleted_at and path not in self._dirs:
+                    return self._view_deleted(caller, self._deleted_at[path])
                 return self._listing(caller, path)
         text = self._render(file, view_range)
         view = self._loop(caller.loop)
@@ -368,6 +384,16 @@ class Board:
             CHANNEL, caller, listing=False, data={"path": file.path, "files": [file.ref()]}
         )
         return text
+
+    def _view_deleted(self, caller: Caller, deleted: _Deleted) -> str:
+        """What became of a deleted file: a result, since the view itself did nothing wrong."""
+        file = deleted.file
+        ref: dict[str, JsonValue] = {"file": file.id, "version": None, "record": deleted.record}
+        self._bus.read(CHANNEL, caller, listing=False, data={"path": file.path, "files": [ref]})
+        return (
+            f"{file.id} ({file.path}) was deleted by {deleted.by} after version {file.version} "
+            f"(record {deleted.record}); it is no longer on the board."
+        )
 
     def _render(self, file: File, view_range: list[int] | None) -> str:
         if view_range is None:
@@ -570,7 +596,9 @@ class Board:
                 view.keep(file)
         return file
 
-    def _remove(self, file: File) -> None:
+    def _remove(self, file: File, record: Record) -> None:
+        deleted = _Deleted(file, record.sender, record.id)
+        self._deleted[file.id] = self._deleted_at[file.path] = deleted
         del self.files[file.id]
         self._unindex(file)
         self._bytes -= file.nbytes

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
 
 from inspect_ai.util import (
     ComposeConfig,
     ComposeService,
+    ComposeVolumeMount,
     SandboxEnvironment,
     SandboxEnvironmentConfigType,
     parse_compose_yaml,
@@ -52,6 +54,13 @@ def default_first(names: Sequence[str], marked: str | None = None) -> list[str]:
     return [default, *(name for name in names if name != default)]
 
 
+def _compose(config: str | ComposeConfig) -> tuple[ComposeConfig, str]:
+    """The compose config of a file or config, and how to name it in an error."""
+    if isinstance(config, ComposeConfig):
+        return config, "the compose config"
+    return parse_compose_yaml(config, multiple_services=True), repr(config)
+
+
 def compose_services(config: str | ComposeConfig, noun: str) -> dict[str, ComposeService]:
     """The services of a compose file or config in its order, the default first.
 
@@ -60,10 +69,7 @@ def compose_services(config: str | ComposeConfig, noun: str) -> dict[str, Compos
     """
     if is_dockerfile(config):
         return {DEFAULT: ComposeService()}
-    if isinstance(config, ComposeConfig):
-        compose, source = config, "the compose config"
-    else:
-        compose, source = parse_compose_yaml(config, multiple_services=True), repr(config)
+    compose, source = _compose(config)
     services = compose.services
     if not services:
         raise ValueError(f"{source} has no services: give it at least one service.")
@@ -76,6 +82,56 @@ def compose_services(config: str | ComposeConfig, noun: str) -> dict[str, Compos
         )
     names = default_first(list(services), marked[0] if marked else None)
     return {name: services[name] for name in names}
+
+
+@dataclass(frozen=True)
+class VolumeMount:
+    """A named volume that a service mounts."""
+
+    volume: str
+    target: str
+    """Where the service sees it."""
+
+
+def volume_mounts(config: str | ComposeConfig, noun: str) -> dict[str, list[VolumeMount]]:
+    """The named volumes each service of a compose file or config mounts, by service in
+    `compose_services()` order. Bind mounts, tmpfs and anonymous volumes are left out.
+
+    Raises:
+        ValueError: A service mounts a named volume the file does not declare.
+    """
+    if is_dockerfile(config):
+        return {DEFAULT: []}
+    compose, source = _compose(config)
+    declared = set(compose.volumes or {})
+    mounts: dict[str, list[VolumeMount]] = {}
+    for name, service in compose_services(compose, noun).items():
+        mounts[name] = []
+        for spec in service.volumes or []:
+            mount = _volume_mount(spec)
+            if mount is None:
+                continue
+            if mount.volume not in declared:
+                raise ValueError(
+                    f"{noun.capitalize()} {name!r} of {source} mounts volume {mount.volume!r}, "
+                    "which is not declared: add it under the top-level volumes: key."
+                )
+            mounts[name].append(mount)
+    return mounts
+
+
+def _volume_mount(spec: str | ComposeVolumeMount) -> VolumeMount | None:
+    if isinstance(spec, str):
+        source, _, rest = spec.partition(":")
+        target = rest.split(":", 1)[0]
+    elif spec.type in (None, "volume"):
+        source, target = spec.source or "", spec.target or ""
+    else:
+        return None
+    # a path is a bind mount, and a mount with no source an anonymous volume
+    if not source or not target or source.startswith(("/", ".", "~")):
+        return None
+    return VolumeMount(source, target)
 
 
 def refusal(sandbox_type: str, config: object, alternatives: str) -> ValueError:

@@ -1,6 +1,10 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import posixpath
+import shutil
+import tempfile
 from pathlib import Path
 
 from inspect_ai.util import (
@@ -11,6 +15,7 @@ from inspect_ai.util import (
     SandboxEnvironmentSpec,
     sandboxenv,
 )
+from inspect_ai.util._sandbox._cli import SANDBOX_CLI
 from inspect_ai.util._sandbox.local import LocalSandboxEnvironment
 from pydantic import BaseModel, ConfigDict
 from typing_extensions import override
@@ -19,9 +24,11 @@ from ._compose import (
     DEFAULT,
     ComposeSandboxEnvironment,
     Names,
+    VolumeMount,
     compose_services,
     default_first,
     refusal,
+    volume_mounts,
 )
 
 SANDBOX_TYPE = "multidir"
@@ -55,6 +62,58 @@ def multidir(*environments: str) -> SandboxEnvironmentSpec:
     return SandboxEnvironmentSpec(SANDBOX_TYPE, config)
 
 
+@dataclasses.dataclass(frozen=True)
+class Mount:
+    """A named volume in an environment, at `path` relative to its working directory."""
+
+    volume: str
+    path: str
+    """`.` when the volume is the working directory itself."""
+
+
+def environment_mounts(config: SandboxEnvironmentConfigType | None) -> dict[str, list[Mount]]:
+    """The named volumes of each environment of a compose config (none for other configs).
+
+    An environment's directory stands for its service's `working_dir` (`/` without one), so a
+    volume mounted there, or below it, appears at the same path relative to the directory.
+    Access modes are ignored: a volume mounted read-only is shared as it is (the provider
+    isolates nothing).
+    """
+    if not isinstance(config, str | ComposeConfig):
+        return {}
+    services = compose_services(config, "environment")
+    mounts = {
+        name: [_placed(name, services[name].working_dir, m) for m in found]
+        for name, found in volume_mounts(config, "environment").items()
+    }
+    homes: dict[str, list[str]] = {}
+    for name, placed in mounts.items():
+        for mount in placed:
+            if mount.path == ".":
+                homes.setdefault(mount.volume, []).append(name)
+    for volume, names in homes.items():
+        if len(names) > 1:
+            raise ValueError(
+                f"multidir: volume {volume!r} is the working_dir of environments {names}, and "
+                "each environment has a directory of its own. Mount it below their working_dir "
+                "instead, or use the docker sandbox."
+            )
+    return mounts
+
+
+def _placed(name: str, working_dir: str | None, mount: VolumeMount) -> Mount:
+    home = posixpath.normpath(working_dir or "/")
+    path = posixpath.relpath(posixpath.normpath(mount.target), home)
+    if not posixpath.isabs(mount.target) or path == ".." or path.startswith("../"):
+        raise ValueError(
+            f"multidir: environment {name!r} mounts volume {mount.volume!r} at "
+            f"{mount.target!r}, which is not at or below its working_dir {home!r}. multidir "
+            "shows a volume at its path relative to the environment's directory, which stands "
+            "for the working_dir: mount it there, or use the docker sandbox."
+        )
+    return Mount(mount.volume, path)
+
+
 def environment_names(config: SandboxEnvironmentConfigType | None) -> list[str]:
     """The names of a sample's environments, the default first."""
     match config:
@@ -86,6 +145,7 @@ class MultidirSandboxEnvironment(ComposeSandboxEnvironment, LocalSandboxEnvironm
         super().__init__()
         self.name = name
         """The environment's name."""
+        self._volumes: list[tempfile.TemporaryDirectory[str]] = []
 
     @property
     def working_dir(self) -> Path:
@@ -95,6 +155,7 @@ class MultidirSandboxEnvironment(ComposeSandboxEnvironment, LocalSandboxEnvironm
     @override
     @classmethod
     def _service_names(cls, config: SandboxEnvironmentConfigType | None) -> list[str]:
+        environment_mounts(config)  # a layout multidir cannot give is refused at task start
         return environment_names(config)
 
     @override
@@ -109,6 +170,7 @@ class MultidirSandboxEnvironment(ComposeSandboxEnvironment, LocalSandboxEnvironm
         try:
             for name in environment_names(config):
                 environments[name] = cls(name)
+            _mount_volumes(environments, environment_mounts(config))
         except BaseException:
             _remove_directories(environments)
             raise
@@ -142,13 +204,74 @@ class MultidirSandboxEnvironment(ComposeSandboxEnvironment, LocalSandboxEnvironm
         timeout_retry: bool = True,
         concurrency: bool = True,
     ) -> ExecResult[str]:
-        result = await super().exec(cmd, input, cwd, env, user, timeout, timeout_retry, concurrency)
+        command = cmd
+        if cmd[:1] != [SANDBOX_CLI] and self._runnable(cmd[0], cwd, env):
+            command = _in_own_session(cmd)
+        result = await super().exec(
+            command, input, cwd, env, user, timeout, timeout_retry, concurrency
+        )
         if result.returncode < 0:
             # a process killed by signal N exits 128+N, as in a shell or a container
             return dataclasses.replace(result, returncode=128 - result.returncode)
         return result
 
+    def _runnable(self, program: str, cwd: str | None, env: dict[str, str] | None) -> bool:
+        """Whether `program` will start; one that will not is left to fail as it does
+        unwrapped (`PermissionError`, `FileNotFoundError`)."""
+        if "/" not in program:
+            path = (env or {}).get("PATH", os.environ.get("PATH"))
+            return shutil.which(program, path=path) is not None
+        where = self.working_dir / (cwd or ".") / program
+        return where.is_file() and os.access(where, os.X_OK)
+
+
+# Stopping a command (a timeout, a cancellation) signals the process exec started, and then
+# waits, shielded and without end, until its output closes. A process it started (`tar`
+# under `sh -c "tar ... || ..."`) keeps the output open, and if it waits for input that exec
+# holds until then, nothing ends. So the command runs in a session of its own, under a shell
+# that kills the whole session when signalled; a command that ends by itself leaves what it
+# started running, as before.
+_SESSION = 'trap "kill -s KILL 0" TERM; exec 3<&0; "$@" <&3 3<&- & wait $!'
+
+
+def _in_own_session(cmd: list[str]) -> list[str]:
+    """`cmd` in a session of its own, which a TERM ends whole (where `setsid` exists)."""
+    setsid = shutil.which("setsid")
+    return [setsid, "sh", "-c", _SESSION, "sh", *cmd] if setsid else cmd
+
+
+def _mount_volumes(
+    environments: dict[str, SandboxEnvironment], mounts: dict[str, list[Mount]]
+) -> None:
+    """Give each named volume a directory, and show it in each environment that mounts it.
+
+    A volume that is an environment's working directory is that environment's directory;
+    another gets a directory of its own, which the first environment removes with its own.
+    Elsewhere a volume is a symbolic link to its directory.
+    """
+    envs = {name: env.as_type(MultidirSandboxEnvironment) for name, env in environments.items()}
+    directories = {
+        mount.volume: envs[name].working_dir
+        for name, found in mounts.items()
+        for mount in found
+        if mount.path == "."
+    }
+    for found in mounts.values():
+        for mount in found:
+            if mount.volume not in directories:
+                volume = tempfile.TemporaryDirectory(ignore_cleanup_errors=True)
+                next(iter(envs.values()))._volumes.append(volume)
+                directories[mount.volume] = Path(volume.name)
+    for name, found in mounts.items():
+        for mount in found:
+            if mount.path != ".":
+                link = envs[name].working_dir / mount.path
+                link.parent.mkdir(parents=True, exist_ok=True)
+                link.symlink_to(directories[mount.volume], target_is_directory=True)
+
 
 def _remove_directories(environments: dict[str, SandboxEnvironment]) -> None:
     for environment in environments.values():
-        environment.as_type(MultidirSandboxEnvironment).directory.cleanup()
+        env = environment.as_type(MultidirSandboxEnvironment)
+        for directory in [env.directory, *env._volumes]:
+            directory.cleanup()

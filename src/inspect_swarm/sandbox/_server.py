@@ -41,6 +41,7 @@ from ._compose import (
     compose_services,
     default_first,
     refusal,
+    volume_mounts,
 )
 
 SANDBOX_TYPE = "swarm_server"
@@ -95,7 +96,8 @@ class SwarmServerConfig(BaseModel):
     """Seconds a sandbox lives at most, should its sample never clean it up."""
 
     default_user: Literal["user", "root"] = "user"
-    """Who commands and file operations run as unless told otherwise."""
+    """Who commands and file operations run as unless told otherwise (a compose service's
+    `user`, `root` or `user`, does for its sandboxes)."""
 
 
 def swarm_server(*services: str, **options: Any) -> SandboxEnvironmentSpec:
@@ -118,17 +120,59 @@ class _Service:
     name: str
     template: str
     working_dir: str | None
+    user: str
+
+
+_USERS = ("user", "root")
 
 
 def _services(config: SwarmServerConfig) -> list[_Service]:
     """The sandboxes of each sample, the default first."""
     if config.compose is None:
-        return [_Service(name, config.template, None) for name in default_first(config.services)]
+        return [
+            _Service(name, config.template, None, config.default_user)
+            for name in default_first(config.services)
+        ]
     services = compose_services(config.compose, "service")
+    _refuse_shared_volumes(config.compose)
     return [
-        _Service(name, _template(service, config.template), service.working_dir)
+        _Service(
+            name,
+            _template(service, config.template),
+            service.working_dir,
+            _user(name, service, config.default_user),
+        )
         for name, service in services.items()
     ]
+
+
+def _user(name: str, service: ComposeService, default: str) -> str:
+    """Who a service's commands and file operations run as: its compose `user`, if any."""
+    if service.user is None:
+        return default
+    if service.user not in _USERS:
+        raise ValueError(
+            f"swarm_server: service {name!r} has user {service.user!r}, and its sandboxes run "
+            f"as {' or '.join(_USERS)}. Set user: root or user: user (or leave it out for "
+            f"SwarmServerConfig.default_user, {default!r})."
+        )
+    return service.user
+
+
+def _refuse_shared_volumes(compose: str | ComposeConfig) -> None:
+    """Each sandbox has a filesystem of its own, so a volume two services share cannot be."""
+    users: dict[str, list[str]] = {}
+    for name, mounts in volume_mounts(compose, "service").items():
+        for mount in mounts:
+            users.setdefault(mount.volume, []).append(name)
+    for volume, names in users.items():
+        if len(set(names)) > 1:
+            raise ValueError(
+                f"swarm_server: volume {volume!r} is mounted by services {names}, and each "
+                "sandbox on a swarm server has a filesystem of its own, so they cannot share "
+                "it. Run the task on the docker or multidir sandbox, or give each service its "
+                "own volume."
+            )
 
 
 def _template(service: ComposeService, default: str) -> str:
@@ -397,7 +441,7 @@ class SwarmServerSandboxEnvironment(ComposeSandboxEnvironment):
                 connection.envd_url(made["sandboxID"], made.get("domain")),
                 made.get("envdAccessToken"),
                 service.working_dir,
-                resolved.default_user,
+                service.user,
             )
             created[service.name] = env
             if service.working_dir:
