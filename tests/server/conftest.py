@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from inspect_swarm.server import SwarmsClient
-from inspect_swarm.server._isolation import namespaces_supported
+from inspect_swarm.server._isolation import SYSTEM_DIRS, namespaces_supported
 
 KEY = "test-key"
 OTHER_KEY = "other-key"
@@ -52,6 +52,15 @@ class Server:
 
 def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "inspect_swarm.server._cli", *args]
+
+
+def environment_args() -> list[str]:
+    """The options that give sandboxes this test run's python environment: its directory
+    shared (it may be under /tmp, which each sandbox has its own of), and the interpreter it
+    is made from exposed if the system's directories do not hold it (pyenv's, in /root)."""
+    base = Path(sys.base_prefix).resolve()
+    exposed = any(base.is_relative_to(path) for path in SYSTEM_DIRS)
+    return ["--share", str(Path(sys.prefix).parent), *([] if exposed else ["--expose", str(base)])]
 
 
 def start_server(state_dir: Path, *extra: str) -> Server:

@@ -32,7 +32,7 @@ from inspect_swarm.server._isolation import (
     _answer,
 )
 from inspect_swarm.server._process import SpawnOptions, spawn
-from inspect_swarm.server._sandbox_init import _keyring_filter
+from inspect_swarm.server._sandbox_init import _command_filter
 
 from .conftest import needs_namespaces
 
@@ -287,16 +287,21 @@ async def test_masks_hide_what_symlinks_lead_to(
         (outside_tmp / name / "key").write_text("secret")
     (outside_tmp / "to-one").symlink_to(outside_tmp / "one")
     (outside_tmp / "to-two").symlink_to("two")
+    (outside_tmp / "two" / "open").write_text("exposed")
     masks = (str(outside_tmp / "to-one"), str(outside_tmp / "to-two" / "inner"))
-    host.config = IsolationConfig(tmp_path / "state", masks=masks)
+    host.config = IsolationConfig(
+        tmp_path / "state", masks=masks, exposes=((str(outside_tmp),) * 2,)
+    )
     sandbox = await host.create("sbx-masked", LIMITS)
     try:
         paths = " ".join(f"{outside_tmp}/{p}/key" for p in ("one", "to-one", "two/inner"))
         code, output = await _run(sandbox, f"cat {paths} {outside_tmp}/to-two/inner/key")
+        exposed = await _run(sandbox, f"cat {outside_tmp}/to-two/open")
     finally:
         await sandbox.close()
     assert code == 1 and "secret" not in output
     assert output.count("No such file or directory") == 4
+    assert exposed == (0, "exposed")
 
 
 async def test_sandboxes_die_with_the_factory_and_the_next_boot_starts_another(
@@ -404,7 +409,7 @@ async def test_a_boot_answer_carries_pid_1_and_its_readiness_or_the_reason(
                 theirs.send(reply.encode())
     try:
         if replies[-1:] == ["ready"]:
-            assert await _answer(sandbox) is None  # no listener asked for
+            assert await _answer(sandbox) == {}  # no descriptor sent
         else:
             reason = replies[-1][7:] if replies else "init ended"
             with pytest.raises(SandboxError, match=reason):
@@ -598,7 +603,8 @@ async def test_a_signal_reaches_a_command_while_pid_1_is_behind(
 async def test_a_reset_makes_anew_what_a_command_changed_and_keeps_pid_1(
     sandbox: NamespaceSandbox,
 ) -> None:
-    init_pid, upper = sandbox.init_pid, sandbox.dir / "up"
+    init_pid, layers = sandbox.init_pid, Path(f"/proc/self/fd/{sandbox.layer_fd}")
+    upper = layers / "up"
     unchanged = upper.stat().st_ino
     await sandbox.reset("sbx-again")
     assert upper.stat().st_ino == unchanged  # a layer no command changed is kept
@@ -606,7 +612,7 @@ async def test_a_reset_makes_anew_what_a_command_changed_and_keeps_pid_1(
     await sandbox.reset("sbx-anew")
     assert sandbox.init_pid == init_pid
     assert upper.stat().st_ino != unchanged
-    assert sorted(p.name for p in sandbox.dir.iterdir()) == ["up", "wd"]  # the old one removed
+    assert not [name for name in os.listdir(layers) if ".old" in name]  # the old ones removed
     _, out = await _run(sandbox, "ls /marker /tmp/marker; pgrep -c sleep; hostname")
     assert out.splitlines()[:2] == ["0", "sbx-anew"]  # stdout, then stderr
     assert out.count("No such file") == 2
@@ -646,38 +652,96 @@ async def test_a_sandbox_whose_pid_1_ended_cannot_be_made_anew(
         await sandbox.reset("sbx-never")
 
 
-def _filter_answer(program: list[tuple[int, int, int, int]], arch: int, call: int) -> int:
+_ALLOW, _KILL, _EPERM, _ENOSYS = 0x7FFF0000, 0x80000000, 0x50000 | 1, 0x50000 | 38
+
+
+def _filter_answer(
+    program: list[tuple[int, int, int, int]], arch: int, call: int, arg0: int = 0
+) -> int:
     """What a classic-BPF seccomp program answers for a call (only the instructions it uses)."""
+    data = {0: call, 4: arch, 16: arg0 & 0xFFFFFFFF, 20: arg0 >> 32}  # struct seccomp_data
     pc, accumulator = 0, 0
     while True:
         code, jt, jf, k = program[pc]
-        if code == 0x20:  # load a word of seccomp_data: the call's number (0) or arch (4)
-            accumulator = {0: call, 4: arch}[k]
-        elif code == 0x15:  # jump if equal
-            pc += jt if accumulator == k else jf
+        if code == 0x20:  # load a word of seccomp_data
+            accumulator = data[k]
+        elif code == 0x05:  # jump
+            pc += k
+        elif code in (0x15, 0x35, 0x45):  # jump if equal, greater or equal, any bit set
+            taken = {0x15: accumulator == k, 0x35: accumulator >= k, 0x45: accumulator & k}
+            pc += jt if taken[code] else jf
         elif code == 0x06:  # return
             return k
+        else:
+            raise AssertionError(f"instruction {code:#x} is not one a seccomp program uses here")
         pc += 1
 
 
-@pytest.mark.parametrize(
-    ("arch", "keyctl", "getpid"),
-    [
-        (0xC000003E, 250, 39),
-        (0x40000003, 288, 20),
-        (0xC00000B7, 219, 172),
-        (0xC00000F3, 219, 172),
-        (0x1234, 250, 39),
-    ],
-)
-def test_the_keyring_filter_refuses_only_the_keyring_calls_of_each_architecture(
-    arch: int, keyctl: int, getpid: int
-) -> None:
-    program = _keyring_filter()
-    refused, allowed = 0x00050000 | errno.EPERM, 0x7FFF0000
-    known = arch != 0x1234
-    assert _filter_answer(program, arch, keyctl) == (refused if known else allowed)
-    assert _filter_answer(program, arch, getpid) == allowed
+# AUDIT_ARCH_* values, and calls' numbers in each architecture's own table in that order
+ARCHES = {
+    "x86_64": 0xC000003E,
+    "i386": 0x40000003,
+    "aarch64": 0xC00000B7,
+    "riscv64": 0xC00000F3,
+}
+CALLS = {
+    # refused, as Docker's default profile refuses them
+    "keyctl": (250, 288, 219, 219),
+    "add_key": (248, 286, 217, 217),
+    "bpf": (321, 357, 280, 280),
+    "perf_event_open": (298, 336, 241, 241),
+    "io_uring_setup": (425, 425, 425, 425),
+    "io_uring_enter": (426, 426, 426, 426),
+    "unshare": (272, 310, 97, 97),
+    "setns": (308, 346, 268, 268),
+    "mount": (165, 21, 40, 40),
+    "open_by_handle_at": (304, 342, 265, 265),
+    "userfaultfd": (323, 374, 282, 282),
+    "kexec_load": (246, 283, 104, 104),
+    "init_module": (175, 128, 105, 105),
+    "fsopen": (430, 430, 430, 430),
+    # allowed
+    "getpid": (39, 20, 172, 172),
+    "read": (0, 3, 63, 63),
+    "ptrace": (101, 26, 117, 117),
+    "chroot": (161, 61, 51, 51),
+    # judged by their arguments
+    "clone": (56, 120, 220, 220),
+    "clone3": (435, 435, 435, 435),
+    "personality": (135, 136, 92, 92),
+    "socket": (41, 359, 198, 198),
+}
+REFUSED = list(CALLS)[:14]
+
+
+@pytest.mark.parametrize("arch", list(ARCHES))
+def test_commands_filter_refuses_what_dockers_default_profile_refuses(arch: str) -> None:
+    program, code, column = _command_filter(), ARCHES[arch], list(ARCHES).index(arch)
+
+    def answer(name: str, arg0: int = 0) -> int:
+        return _filter_answer(program, code, CALLS[name][column], arg0)
+
+    assert {name: answer(name) for name in REFUSED} == dict.fromkeys(REFUSED, _EPERM)
+    assert [answer(name) for name in ("getpid", "read", "ptrace", "chroot")] == [_ALLOW] * 4
+    # user (and every other) namespaces: not through clone's flags, clone3 not at all (ENOSYS:
+    # the C library falls back to clone)
+    assert answer("clone", 0x01200011) == _ALLOW  # fork's flags
+    for flag in (0x10000000, 0x20000000, 0x40000000, 0x00020000, 0x02000000):
+        assert answer("clone", 0x01200011 | flag) == _EPERM
+    assert answer("clone3") == _ENOSYS
+    assert answer("personality", 0) == _ALLOW and answer("personality", 0xFFFFFFFF) == _ALLOW
+    assert answer("personality", 0x0040000) == _EPERM  # ADDR_NO_RANDOMIZE
+    assert answer("socket", 2) == _ALLOW and answer("socket", 10) == _ALLOW  # AF_INET(6)
+    for family in (38, 40, 46, 1000):  # AF_ALG, AF_VSOCK, beyond AF_MAX
+        assert answer("socket", family) == _EPERM
+    # a call newer than the table: ENOSYS, as from an older kernel
+    assert _filter_answer(program, code, 470) == _ENOSYS
+
+
+def test_commands_filter_kills_calls_of_an_unknown_architecture_or_abi() -> None:
+    program = _command_filter()
+    assert _filter_answer(program, 0x40000028, 20) == _KILL  # 32-bit ARM
+    assert _filter_answer(program, 0xC000003E, 0x40000000 | 39) == _KILL  # x32's getpid
 
 
 async def test_root_in_a_sandbox_has_no_keyrings(sandbox: NamespaceSandbox) -> None:

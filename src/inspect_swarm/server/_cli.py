@@ -37,6 +37,22 @@ def _size(text: str) -> dict[str, int]:
     return size
 
 
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of GiB, 0 or more, got {text!r}")
+    return value
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) == 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number above 0, got {text!r}")
+    return int(text)
+
+
 def _env_pair(text: str) -> tuple[str, str]:
     name, sep, value = text.partition("=")
     if not sep or not name:
@@ -126,6 +142,25 @@ def _server_parser(server: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="a host directory mounted read-write at the same path in every sandbox "
         "(for example a log directory for sweeps)",
+    )
+    add(
+        "--expose",
+        action="append",
+        default=[],
+        metavar="HOST[:PATH]",
+        help="a host path mounted read-only in every sandbox, at PATH or at its own path "
+        "(repeatable; for example an interpreter's prefix)",
+    )
+    add(
+        "--disk-gib",
+        type=_non_negative,
+        help="each sandbox's disk, what its writes may take (default: 12, or less on a "
+        "small disk; 0: no quota)",
+    )
+    add(
+        "--max-pids",
+        type=_positive,
+        help="the most processes of all sandboxes at once (default: 3/4 of the kernel's)",
     )
     add("--ready-file", type=Path, help="write {url, apiKey} here once listening")
 
@@ -316,6 +351,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     masks=tuple(args.mask),
                     shares=tuple(args.share),
                     ready_file=args.ready_file,
+                    exposes=tuple(args.expose),
+                    disk_gib=args.disk_gib,
+                    max_pids=args.max_pids,
                 )
             )
             return 0
