@@ -910,15 +910,10 @@ def _command_filter() -> list[tuple[int, int, int, int]]:
 
 def _arch_filter(at: str, column: int, x86_64: bool) -> list[Any]:
     """The part of the program for one architecture; its labels start with `at`."""
-    calls = {name: numbers[column] for name, numbers in _BY_ARGUMENTS.items()}
-    refused = sorted({n for numbers in _REFUSED.values() if (n := numbers[column]) is not None})
     code: list[Any] = [(_LD, 0, 0, _NR)]
     if x86_64:  # an x32 program: its calls are x86_64's with this bit set
         code += [(_JSET, at + "kill", 0, _X32)]
-    code += [(_JEQ, at + name, 0, number) for name, number in calls.items()]
-    code += [(_JGE, at + "nosys", 0, _LAST_CALL + 1)]
-    code += [(_JEQ, at + "refuse", 0, number) for number in refused]
-    code += [(_JA, 0, 0, at + "allow")]
+    code += _search(at, _runs(column))
     # BPF jumps only forward: each call judged by its arguments ends at the returns below
     code += [at + "clone", (_LD, 0, 0, _ARG0), (_JSET, at + "refuse", 0, _NAMESPACE_FLAGS)]
     code += [(_JA, 0, 0, at + "allow")]
@@ -932,6 +927,32 @@ def _arch_filter(at: str, column: int, x86_64: bool) -> list[Any]:
     code += [at + "clone3", at + "nosys", (_RET, 0, 0, _ERRNO | errno.ENOSYS)]
     code += [at + "kill", (_RET, 0, 0, _KILL)]
     return code
+
+
+def _runs(column: int) -> list[tuple[int, str]]:
+    """Every call number, from 0 on, as runs of numbers with one fate: (the run's first
+    number, the label of its fate: allow, refuse, nosys, or the call judged by arguments)."""
+    fates = {n: "refuse" for numbers in _REFUSED.values() if (n := numbers[column]) is not None}
+    fates |= {numbers[column]: name for name, numbers in _BY_ARGUMENTS.items()}
+    runs: list[tuple[int, str]] = []
+    for number in range(_LAST_CALL + 2):
+        fate = "nosys" if number > _LAST_CALL else fates.get(number, "allow")
+        if not runs or runs[-1][1] != fate:
+            runs.append((number, fate))
+    return runs
+
+
+def _search(at: str, runs: list[tuple[int, str]]) -> list[Any]:
+    """A binary search of `runs` for the call number loaded: a few jumps to its fate, for
+    every call, where comparing it with every refused number in turn would take dozens (and
+    the kernel, which works out the fate of each call once when a filter is installed, would
+    take that much longer)."""
+    if len(runs) == 1:
+        return [(_JA, 0, 0, at + runs[0][1])]
+    middle = len(runs) // 2
+    right = f"{at}from {runs[middle][0]}"
+    left_code, right_code = _search(at, runs[:middle]), _search(at, runs[middle:])
+    return [(_JGE, right, 0, runs[middle][0]), *left_code, right, *right_code]
 
 
 def _assemble(code: list[Any]) -> list[tuple[int, int, int, int]]:
