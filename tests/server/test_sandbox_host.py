@@ -17,7 +17,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from inspect_swarm.server._cgroups import Cgroups, Limits, SandboxCgroup
+from inspect_swarm.server import _files
+from inspect_swarm.server._cgroups import Cgroups, Limits, SandboxCgroup, default_pids_cap
 from inspect_swarm.server._engine import _follow
 from inspect_swarm.server._forward import Forwarder
 from inspect_swarm.server._isolation import (
@@ -32,7 +33,7 @@ from inspect_swarm.server._isolation import (
     _answer,
 )
 from inspect_swarm.server._process import SpawnOptions, spawn
-from inspect_swarm.server._sandbox_init import _command_filter
+from inspect_swarm.server._sandbox_init import _command_filter, _copy
 
 from .conftest import needs_namespaces
 
@@ -756,3 +757,106 @@ async def test_root_in_a_sandbox_has_no_keyrings(sandbox: NamespaceSandbox) -> N
         f"print(libc.syscall({keyctl}, 0, -4, 0), ctypes.get_errno())'",
     )
     assert (code, out) == (0, f"-1 {errno.EPERM}\n")
+
+
+async def test_a_sandbox_has_its_own_cgroups_as_the_root_of_those_it_sees(
+    sandbox: NamespaceSandbox,
+) -> None:
+    _, out = await _run(sandbox, "cat /proc/self/cgroup /proc/1/cgroup")
+    assert out and all(line.endswith(":/") for line in out.splitlines())
+
+
+def test_the_base_layer_copies_only_what_every_user_may_read(tmp_path: Path) -> None:
+    source = tmp_path / "etc" / "ssl"
+    (source / "private").mkdir(parents=True)
+    (source / "private" / "key.pem").write_text("secret")
+    (source / "private").chmod(0o700)
+    (source / "certs").mkdir()
+    (source / "certs" / "ca.pem").write_text("public")
+    (source / "certs" / "own.pem").write_text("own")
+    (source / "certs" / "own.pem").chmod(0o600)
+    (source / "certs" / "link.pem").symlink_to("ca.pem")
+    (tmp_path / "outside").write_text("followed")
+    (source / "certs" / "out.pem").symlink_to(tmp_path / "outside")
+    copy = tmp_path / "copy"
+    _copy(str(source), str(copy), (str(source / "certs"),))
+    assert sorted(p.name for p in copy.rglob("*")) == ["ca.pem", "certs", "link.pem", "out.pem"]
+    assert (copy / "certs" / "link.pem").is_symlink()  # a link within what is kept stays one
+    assert not (copy / "certs" / "out.pem").is_symlink()  # else what it leads to is copied
+    assert (copy / "certs" / "out.pem").read_text() == "followed"
+    info, original = (copy / "certs" / "ca.pem").stat(), (source / "certs" / "ca.pem").stat()
+    assert (info.st_mode, info.st_mtime_ns) == (original.st_mode, original.st_mtime_ns)
+
+
+async def test_the_server_reaches_a_sandboxs_files_only_as_its_processes_could(
+    sandbox: NamespaceSandbox,
+) -> None:
+    user = sandbox.user("user")
+    assert (await _run(sandbox, "echo root-only > /root-file; chmod 600 /root-file"))[0] == 0
+    assert sandbox.read_file("/root-file") == b"root-only\n"  # root of the sandbox may
+    with pytest.raises(PermissionError):
+        sandbox.as_user(user, lambda root: _files.read_file(root, "/root-file"))
+    # PID 1's environment needs CAP_SYS_PTRACE, which no process of the sandbox has
+    with pytest.raises(PermissionError):
+        sandbox.read_file("/proc/1/environ")
+    sandbox.write_file("/home/user/made", b"x", user)
+    assert (await _run(sandbox, "stat -c %U /home/user/made"))[1] == "user\n"
+    with pytest.raises(PermissionError):
+        sandbox.write_file("/etc/made", b"x", user)
+
+
+@pytest.fixture
+async def small_disk(tmp_path: Path) -> AsyncIterator[SandboxHost]:
+    host = SandboxHost(IsolationConfig(tmp_path / "state", disk_bytes=64 * 2**20))
+    host.reap_leftovers()
+    yield host
+    await host.aclose()
+    host.reap_leftovers()
+    host.cgroups.remove_base()
+
+
+async def test_a_sandbox_writes_no_more_than_its_disk_and_a_reset_gives_it_all_back(
+    small_disk: SandboxHost,
+) -> None:
+    sandbox = await small_disk.create("sbx-disk", LIMITS)
+    assert isinstance(sandbox, NamespaceSandbox)
+    write = "head -c {}M /dev/zero > {} && echo written"
+    try:
+        code, out = await _run(sandbox, write.format(100, "/root/big"))
+        assert code != 0 and "No space left on device" in out
+        assert "No space left on device" in (await _run(sandbox, write.format(9, "/usr/big")))[1]
+        image = os.stat(sandbox.dir / "disk")
+        assert image.st_blocks * 512 <= 64 * 2**20  # on the host: no more than the disk
+        await _run(sandbox, "rm /root/big")
+        assert (await _run(sandbox, write.format(40, "/root/big")))[1] == "written\n"
+        await sandbox.reset("sbx-disk-again")  # the layers it wrote on are removed first
+        assert (await _run(sandbox, write.format(40, "/root/big")))[1] == "written\n"
+        # a full disk has no room for new layers: the sandbox is ended (a new one booted)
+        await _run(sandbox, write.format(100, "/root/more"))
+        with pytest.raises(SandboxError, match="No space left on device"):
+            await sandbox.reset("sbx-disk-full")
+    finally:
+        await sandbox.close()
+
+
+async def test_all_sandboxes_processes_together_are_capped(tmp_path: Path) -> None:
+    host = SandboxHost(IsolationConfig(tmp_path / "state", pids=40))
+    if host.cgroups.mode == "none":
+        pytest.skip("no writable cgroups here")
+    host.reap_leftovers()
+    boxes = [await host.create(f"sbx-many{i}", Limits(2**30, 1, pids=4096)) for i in (1, 2)]
+    try:
+        for box in boxes:
+            await _run(box, "for i in $(seq 30); do sleep 5 & done")
+        assert sum(len(box.cgroup.pids()) for box in boxes) <= 40
+    finally:
+        for box in boxes:
+            await box.close()
+        await host.aclose()
+        host.reap_leftovers()
+        host.cgroups.remove_base()
+
+
+def test_the_default_cap_leaves_a_quarter_of_the_hosts_processes_to_it() -> None:
+    limits = [int(Path(f"/proc/sys/kernel/{n}").read_text()) for n in ("pid_max", "threads-max")]
+    assert default_pids_cap() == 3 * min(limits) // 4

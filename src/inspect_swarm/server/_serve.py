@@ -18,7 +18,14 @@ from fastapi import FastAPI
 
 from ._app import ALL_SCOPES, create_app
 from ._engine import Engine, Settings
-from ._isolation import DISK_BYTES, GIB, IsolationConfig, NetworkMode, SandboxHost
+from ._isolation import (
+    DISK_BYTES,
+    GIB,
+    IsolationConfig,
+    NetworkMode,
+    SandboxError,
+    SandboxHost,
+)
 from ._store import Store
 
 DEFAULT_PORT = 8767
@@ -112,7 +119,7 @@ def serve(options: ServerOptions) -> None:
     disk_gib = (
         default_disk_gib(state_dir, memory_gib) if options.disk_gib is None else options.disk_gib
     )
-    sandbox_host = SandboxHost(
+    sandbox_host = _sandbox_host(
         IsolationConfig(
             state_dir,
             options.isolation,
@@ -158,6 +165,13 @@ def _shares(options: ServerOptions) -> tuple[str, ...]:
             raise ValueError(f"--share: {share!r} is not a directory; create it first")
         shares.append(str(path))
     return tuple(shares)
+
+
+def _sandbox_host(config: IsolationConfig) -> SandboxHost:
+    try:
+        return SandboxHost(config)
+    except SandboxError as ex:  # this machine cannot make the sandboxes asked for
+        raise ValueError(str(ex)) from None
 
 
 def _exposes(options: ServerOptions) -> tuple[tuple[str, str], ...]:
