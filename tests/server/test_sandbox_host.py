@@ -678,12 +678,12 @@ def _filter_answer(
         pc += 1
 
 
-# AUDIT_ARCH_* values, and calls' numbers in each architecture's own table in that order
+# machine, AUDIT_ARCH_* value, and calls' numbers in each architecture's table in that order
 ARCHES = {
-    "x86_64": 0xC000003E,
-    "i386": 0x40000003,
-    "aarch64": 0xC00000B7,
-    "riscv64": 0xC00000F3,
+    "x86_64": ("x86_64", 0xC000003E),
+    "i386": ("x86_64", 0x40000003),
+    "aarch64": ("aarch64", 0xC00000B7),
+    "riscv64": ("riscv64", 0xC00000F3),
 }
 CALLS = {
     # refused, as Docker's default profile refuses them
@@ -717,7 +717,8 @@ REFUSED = list(CALLS)[:14]
 
 @pytest.mark.parametrize("arch", list(ARCHES))
 def test_commands_filter_refuses_what_dockers_default_profile_refuses(arch: str) -> None:
-    program, code, column = _command_filter(), ARCHES[arch], list(ARCHES).index(arch)
+    (machine, code), column = ARCHES[arch], list(ARCHES).index(arch)
+    program = _command_filter(machine)
 
     def answer(name: str, arg0: int = 0) -> int:
         return _filter_answer(program, code, CALLS[name][column], arg0)
@@ -740,9 +741,11 @@ def test_commands_filter_refuses_what_dockers_default_profile_refuses(arch: str)
 
 
 def test_commands_filter_kills_calls_of_an_unknown_architecture_or_abi() -> None:
-    program = _command_filter()
-    assert _filter_answer(program, 0x40000028, 20) == _KILL  # 32-bit ARM
-    assert _filter_answer(program, 0xC000003E, 0x40000000 | 39) == _KILL  # x32's getpid
+    assert _filter_answer(_command_filter("aarch64"), 0x40000028, 20) == _KILL  # 32-bit ARM
+    assert _filter_answer(_command_filter("aarch64"), 0xC000003E, 39) == _KILL  # not aarch64
+    x86_64 = _command_filter("x86_64")
+    assert _filter_answer(x86_64, 0xC000003E, 0x40000000 | 39) == _KILL  # x32's getpid
+    assert _filter_answer(x86_64, 0xC00000B7, 172) == _KILL
 
 
 async def test_root_in_a_sandbox_has_no_keyrings(sandbox: NamespaceSandbox) -> None:

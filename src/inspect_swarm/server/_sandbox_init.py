@@ -368,7 +368,7 @@ def _prepare(settings: dict[str, Any]) -> _Setup:
     _mount("none", base, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
     if settings["disk"] is not None:
         setup.disk = _read_template(*settings["disk"])
-    setup.filter = _pack(_command_filter())
+    setup.filter = _pack(_command_filter(os.uname().machine))
     return setup
 
 
@@ -871,13 +871,13 @@ _BY_ARGUMENTS = {
     "socket": (41, 359, 198),
 }
 _ARCHES = {
-    0xC000003E: 0,  # x86_64
-    0x40000003: 1,  # i386 (32-bit programs on x86_64)
-    0xC00000B7: 2,  # aarch64
-    0xC00000F3: 2,  # riscv64
+    "x86_64": {0xC000003E: 0, 0x40000003: 1},  # and i386, for 32-bit programs
+    "aarch64": {0xC00000B7: 2},
+    "riscv64": {0xC00000F3: 2},
 }
-"""The architectures (AUDIT_ARCH_*) a command may call with, and their column of numbers;
-a call from any other (such as x86_64's x32 ABI, or 32-bit ARM) kills the process."""
+"""By machine, the architectures (AUDIT_ARCH_*) a command may call with there, and their
+column of numbers; a call from any other (such as x86_64's x32 ABI, or 32-bit ARM on
+aarch64) kills the process."""
 _X32 = 0x40000000
 _LAST_CALL = 469
 """The highest call number known here: newer calls fail with ENOSYS, as on an older kernel."""
@@ -897,13 +897,17 @@ _NR, _ARCH, _ARG0 = 0, 4, 16
 """Offsets in struct seccomp_data (the low word of the first argument: little-endian)."""
 
 
-def _command_filter() -> list[tuple[int, int, int, int]]:
-    """Commands' seccomp program, as (code, jt, jf, k) instructions."""
+def _command_filter(machine: str) -> list[tuple[int, int, int, int]]:
+    """Commands' seccomp program on `machine`, as (code, jt, jf, k) instructions (only its
+    own architectures': a filter costs the kernel more to take the longer it is)."""
+    if machine not in _ARCHES:
+        raise OSError(errno.ENOSYS, f"system call numbers on {machine} are not known here")
+    arches = _ARCHES[machine]
     code: list[Any] = [(_LD, 0, 0, _ARCH)]
-    for arch in _ARCHES:
+    for arch in arches:
         code += [(_JEQ, 0, 1, arch), (_JA, 0, 0, f"arch {arch}")]
     code += [(_RET, 0, 0, _KILL)]
-    for arch, column in _ARCHES.items():
+    for arch, column in arches.items():
         code += [f"arch {arch}", *_arch_filter(f"{arch}:", column, arch == 0xC000003E)]
     return _assemble(code)
 
