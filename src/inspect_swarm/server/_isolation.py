@@ -582,12 +582,13 @@ def _make_empty_disk(path: Path, size: int) -> None:
         image.truncate(size)
     search = os.pathsep.join([os.environ.get("PATH", ""), DEFAULT_PATH])
     mkfs = shutil.which("mkfs.ext4", path=search)
-    if mkfs is None or not os.path.exists("/dev/loop-control"):
+    needs = {"mkfs.ext4 (e2fsprogs)": mkfs, "loop devices": os.path.exists("/dev/loop-control")}
+    missing = [name for name, found in needs.items() if not found]
+    if mkfs is None or missing:
         raise SandboxError(
-            f"disk quota: each sandbox's disk is an ext4 image on a loop device, which needs "
-            f"mkfs.ext4 (e2fsprogs) and /dev/loop-control ({'found' if mkfs else 'missing'}, "
-            f"{'found' if os.path.exists('/dev/loop-control') else 'missing'}); install "
-            f"them, or pass --disk-gib 0 for sandboxes without a disk quota"
+            f"disk quota: each sandbox's disk is an ext4 image on a loop device, and this "
+            f"machine has no {' or '.join(missing)}; install them, or pass --disk-gib 0 for "
+            f"sandboxes without a disk quota"
         )
     options = ["-q", "-F", "-b", "4096", "-m", "0", "-O", "^has_journal,^resize_inode"]
     done = subprocess.run(
