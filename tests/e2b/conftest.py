@@ -11,7 +11,14 @@ import pytest
 
 from inspect_swarm.sandbox import SwarmServerConfig
 
-from ..server.conftest import KEY, Server, environment_args, needs_namespaces, start_server
+from ..server.conftest import (
+    KEY,
+    Server,
+    environment_args,
+    needs_namespaces,
+    point_e2b_at,
+    start_server,
+)
 
 pytest.importorskip("e2b")
 
@@ -42,10 +49,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, tests_dir: Path) -> Iterato
 @pytest.fixture
 def e2b_env(server: Server, monkeypatch: pytest.MonkeyPatch) -> Server:
     """Point the unmodified e2b SDK at the test server."""
-    monkeypatch.setenv("E2B_API_URL", server.url)
-    monkeypatch.setenv("E2B_SANDBOX_URL", server.url)
-    monkeypatch.setenv("E2B_API_KEY", KEY)
-    monkeypatch.delenv("E2B_DOMAIN", raising=False)
+    point_e2b_at(server, monkeypatch)
     return server
 
 

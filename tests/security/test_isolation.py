@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ..server.conftest import KEY, Server, start_server, wait_for
+from ..server.conftest import KEY, Server, point_e2b_at, start_server, wait_for
 from ..server.test_sandboxes import TINY
 from .conftest import in_sandbox
 
@@ -206,10 +206,7 @@ def test_pid_1_loads_no_code_the_sandbox_planted(
     # the sandbox's root names a module of its own for group lookups, and puts a FIFO in its
     # place: a PID 1 that looked groups up through the C library would open it, and wait
     e2b = pytest.importorskip("e2b")
-    monkeypatch.setenv("E2B_API_URL", server.url)
-    monkeypatch.setenv("E2B_SANDBOX_URL", server.url)
-    monkeypatch.setenv("E2B_API_KEY", KEY)
-    monkeypatch.delenv("E2B_DOMAIN", raising=False)
+    point_e2b_at(server, monkeypatch)
     sbx = e2b.Sandbox.create(timeout=60)
     try:
         plant = (

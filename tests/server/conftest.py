@@ -54,6 +54,14 @@ def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "inspect_swarm.server._cli", *args]
 
 
+def point_e2b_at(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point the unmodified e2b SDK at `server`, with the test key."""
+    monkeypatch.setenv("E2B_API_URL", server.url)
+    monkeypatch.setenv("E2B_SANDBOX_URL", server.url)
+    monkeypatch.setenv("E2B_API_KEY", KEY)
+    monkeypatch.delenv("E2B_DOMAIN", raising=False)
+
+
 def environment_args() -> list[str]:
     """The options that give sandboxes this test run's python environment: its directory
     shared (it may be under /tmp, which each sandbox has its own of), and the interpreter it
