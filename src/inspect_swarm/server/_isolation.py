@@ -264,7 +264,7 @@ async def _release_cgroup(cgroups: Cgroups, cgroup: SandboxCgroup) -> None:
 
 @dataclass
 class NamespaceSandbox(Sandbox):
-    """A sandbox in its own namespaces, on an overlay of the host's root."""
+    """A sandbox in its own namespaces, on a root of what the host allows it."""
 
     init_pid: int = 0
     init_fd: int = -1
@@ -493,9 +493,10 @@ class SandboxHost:
         """The isolation this server gives, as reported by the API."""
         if self.mode == "namespaces":
             note = (
-                "namespaces (pid, mount, uts, ipc"
+                "namespaces (pid, mount, uts, ipc, cgroup"
                 + (", net: loopback only" if self.config.network == "none" else "; host network")
-                + f"), a root of the host's system directories only, cgroups {self.cgroups.mode}"
+                + "), a root of the host's system directories only, seccomp as Docker's default"
+                + f", cgroups {self.cgroups.mode}"
                 + (
                     f", disk {self.config.disk_bytes / GIB:g} GiB each"
                     if self.config.disk_bytes
