@@ -175,7 +175,7 @@ def test_the_result_is_read_as_the_sandbox_would_read_it(
     assert "Permission denied" in str(record["error"])
 
 
-def test_no_read_for_a_sandbox_returns_the_canary(
+def test_no_read_for_a_sandbox_returns_the_canary_or_pid_1s_environment(
     server: Server, canary: tuple[str, list[Path]]
 ) -> None:
     token, paths = canary
@@ -191,10 +191,11 @@ def test_no_read_for_a_sandbox_returns_the_canary(
             "X-Access-Token": sandbox["envdAccessToken"],
         }
         with httpx.Client(base_url=sandbox["envdUrl"], headers=headers, timeout=30) as envd:
-            for path in paths:
+            for path in [*map(str, paths), "/proc/1/environ"]:
                 for user in ("root", "user"):
-                    read = envd.get("/files", params={"path": str(path), "username": user})
+                    read = envd.get("/files", params={"path": path, "username": user})
                     assert read.status_code in (403, 404) and token not in read.text
+                    assert "PATH=" not in read.text
     finally:
         with server.client() as client:
             client.sandboxes.kill(sandbox["sandboxId"])
