@@ -828,7 +828,8 @@ async def test_a_sandbox_writes_no_more_than_its_disk_and_a_reset_gives_it_all_b
         code, out = await _run(sandbox, write.format(100, "/root/big"))
         assert code != 0 and "No space left on device" in out
         assert "No space left on device" in (await _run(sandbox, write.format(9, "/usr/big")))[1]
-        image = os.stat(sandbox.dir / "disk")
+        assert sandbox.disk is not None
+        image = sandbox.disk.stat()
         assert image.st_blocks * 512 <= 64 * 2**20  # on the host: no more than the disk
         await _run(sandbox, "rm /root/big")
         assert (await _run(sandbox, write.format(40, "/root/big")))[1] == "written\n"

@@ -25,7 +25,6 @@ import shutil
 import signal
 import socket
 import struct
-import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ import anyio
 
 from . import _files
 from ._cgroups import Cgroups, Limits, SandboxCgroup, default_pids_cap
+from ._disks import Disk, DiskError, DiskPool
 from ._forward import Forwarder
 from ._process import ChildProcess, HostProcess, SandboxProcess, SpawnOptions, spawn
 from ._sandbox_init import KEPT_CAPABILITIES
@@ -274,6 +274,8 @@ class NamespaceSandbox(Sandbox):
     layer_fd: int = -1
     """The directory of the root's layers (the sandbox's disk), from PID 1: where the layers
     a reset put aside are removed from."""
+    disk: Path | None = None
+    """The image of the sandbox's disk, removed when it ends."""
     control: socket.socket | None = None
     """PID 1's control socket: it starts and signals commands, and ends with it."""
     forwarder: Forwarder | None = None
@@ -406,6 +408,8 @@ class NamespaceSandbox(Sandbox):
                 self.init_fd = _closed(self.init_fd)
             self.root_fd = _closed(self.root_fd)
             self.layer_fd = _closed(self.layer_fd)
+            if self.disk is not None:
+                self.disk.unlink(missing_ok=True)  # its space goes with the last mount of it
             if self.control is not None:
                 _close_socket(self.control)
                 self.control = None
@@ -473,11 +477,13 @@ class SandboxHost:
         state_dir = config.state_dir.resolve()
         self.sandbox_dir = state_dir / "sbx"
         self._forwarder = None if config.forward is None else Forwarder(config.forward)
-        disk = None
+        self._disks: DiskPool | None = None
         if self.mode == "namespaces" and config.disk_bytes:
-            template = state_dir / "disk-template"
-            _make_empty_disk(template, config.disk_bytes)
-            disk = [str(template), config.disk_bytes]
+            search = os.pathsep.join([os.environ.get("PATH", ""), DEFAULT_PATH])
+            try:
+                self._disks = DiskPool(state_dir / "disks", config.disk_bytes, search)
+            except DiskError as ex:
+                raise SandboxError(ex.strerror) from None
         settings = {
             "base": str(state_dir / "base"),
             "user": _USER[0],
@@ -485,7 +491,6 @@ class SandboxHost:
             "system": list(SYSTEM_DIRS),
             "etc": list(ETC_ENTRIES),
             "mounts": [*config.exposes, *((path, path) for path in config.shares)],
-            "disk": disk,
         }
         self._factory = _Factory([str(self.sandbox_dir), marshal.dumps(settings).hex()])
 
@@ -520,6 +525,8 @@ class SandboxHost:
         """Stop making sandboxes: ends every namespace sandbox still running."""
         with anyio.CancelScope(shield=True):
             await self._factory.stop()
+            if self._disks is not None:
+                await anyio.to_thread.run_sync(self._disks.close)
         if self._forwarder is not None:
             self._forwarder.close()
 
@@ -561,11 +568,18 @@ class SandboxHost:
             "cgroups": [str(p) for p in sandbox.cgroup.procs_files],
             "listen": None if target is None else (target[1], ":" in target[0]),
         }
+        disk = None if self._disks is None else await self._take_disk()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         ours.setblocking(False)
         sandbox.control = ours
-        with theirs:
-            await self._factory.request(marshal.dumps(config), theirs.fileno())
+        try:
+            with theirs:
+                fds = [theirs.fileno()] + ([] if disk is None else [disk.mount])
+                await self._factory.request(marshal.dumps(config), fds)
+        finally:
+            if disk is not None:  # PID 1 has it now, or never will: the image goes with it
+                sandbox.disk = disk.image
+                os.close(disk.mount)
         handles = await _answer(sandbox)
         sandbox.layer_fd = handles.pop("layer", -1)
         sandbox.root_fd = _open_root(sandbox.init_pid)
@@ -573,35 +587,12 @@ class SandboxHost:
         if "listener" in handles:
             sandbox._listen(socket.socket(fileno=handles["listener"]))
 
-
-def _make_empty_disk(path: Path, size: int) -> None:
-    """Make a sparse image of `size` bytes holding an empty ext4 file system, whose data each
-    sandbox's disk is made of. No journal: a disk lives as long as its sandbox."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.unlink(missing_ok=True)
-    with open(path, "wb") as image:
-        image.truncate(size)
-    search = os.pathsep.join([os.environ.get("PATH", ""), DEFAULT_PATH])
-    mkfs = shutil.which("mkfs.ext4", path=search)
-    needs = {"mkfs.ext4 (e2fsprogs)": mkfs, "loop devices": os.path.exists("/dev/loop-control")}
-    missing = [name for name, found in needs.items() if not found]
-    if mkfs is None or missing:
-        raise SandboxError(
-            f"disk quota: each sandbox's disk is an ext4 image on a loop device, and this "
-            f"machine has no {' or '.join(missing)}; install them, or pass --disk-gib 0 for "
-            f"sandboxes without a disk quota"
-        )
-    options = ["-q", "-F", "-b", "4096", "-m", "0", "-O", "^has_journal,^resize_inode"]
-    done = subprocess.run(
-        [mkfs, *options, "-E", "lazy_itable_init=1,nodiscard", str(path)],
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode != 0:
-        raise SandboxError(
-            f"disk quota: mkfs.ext4 failed on {path} ({done.stderr.strip()}); pass another "
-            f"--disk-gib, or 0 for sandboxes without a disk quota"
-        )
+    async def _take_disk(self) -> Disk:
+        assert self._disks is not None
+        try:
+            return await self._disks.take()
+        except OSError as ex:
+            raise SandboxError(f"cannot make the sandbox's disk: {ex.strerror or ex}") from None
 
 
 class _Factory:
@@ -630,12 +621,13 @@ class _Factory:
         self._socket = ours
         return ours
 
-    async def request(self, config: bytes, control: int) -> None:
-        """Ask for a sandbox with the control socket `control` (starting the factory if need be)."""
+    async def request(self, config: bytes, fds: list[int]) -> None:
+        """Ask for a sandbox with the control socket `fds[0]` (and its disk, `fds[1]`),
+        starting the factory if need be."""
         for attempt in (1, 2):
             sock = self._socket or self._start()
             try:
-                await _send_fds(sock, self._sending, config, [control])
+                await _send_fds(sock, self._sending, config, fds)
                 return
             except _ENDED:
                 # it died, killing its sandboxes: start a new one (unless another boot has)

@@ -3,7 +3,8 @@
 The server starts this file once, as `python -I -S _sandbox_init.py SANDBOXES SETTINGS FD`
 (SANDBOXES: the directory of its sandboxes' directories, which `ps` shows), and sends
 each sandbox's config over the SOCK_SEQPACKET socket FD together with the sandbox's end of a
-SOCK_SEQPACKET socket pair, its control socket. Forking this small, running interpreter costs
+SOCK_SEQPACKET socket pair, its control socket, and its disk when the server gives sandboxes
+one (a mount attached nowhere, see `_disks.py`). Forking this small, running interpreter costs
 about half a millisecond where starting one costs 10-20 ms; every page it holds makes a fork
 dearer, so it imports little (settings, configs and requests come as `marshal` data: both
 ends run the same interpreter, and `json` would pull in `re`).
@@ -18,22 +19,21 @@ reach new sandboxes once the server restarts.)
 
 Per sandbox the factory forks PID 1 straight into a new PID namespace, and PID 1 unshares new
 mount, UTS, IPC and (usually) network namespaces, joins the sandbox's cgroups and takes a
-cgroup namespace rooted there, mounts the sandbox's disk (a sparse ext4 image of the quota's
-size on a loop device, when the server sets one), builds its root (the base layer and the
-host's system directories, each under a writable layer on that disk) and then serves its
-control socket: it starts commands with `posix_spawn` (no exec chain: each gets its session,
-user, directory, environment and pipes from PID 1 directly), signals their process groups,
-and reports each one's exit. Each of these processes dies with its parent
-(PR_SET_PDEATHSIG), PID 1 also when the server closes its control socket, and PID 1 keeps no
-descriptor of the factory's, so killing the server ends every sandbox and a sandbox cannot
-reach the factory.
+cgroup namespace rooted there, attaches the sandbox's disk on its directory, builds its root
+(the base layer and the host's system directories, each under a writable layer on that
+disk) and then serves its control socket: it starts commands with `posix_spawn` (no exec
+chain: each gets its session, user, directory, environment and pipes from PID 1 directly),
+signals their process groups, and reports each one's exit. Each of these processes dies with
+its parent (PR_SET_PDEATHSIG), PID 1 also when the server closes its control socket, and PID
+1 keeps no descriptor of the factory's, so killing the server ends every sandbox and a
+sandbox cannot reach the factory.
 
 Config: {"dir": the sandbox's directory in SANDBOXES, "hostname", "exposes": [(host path,
-path in the sandbox)], "shares": [paths], "masks": [paths], "loopback": bool, "cgroups": [cgroup.procs files],
-"listen": (port, ipv6) or None}. The control socket then gets `started` from PID 1 with a
-pidfd of PID 1, then `ready layer [listener]` with the directory of the sandbox's layers
-(its disk's top) and a socket listening on `listen` inside its network, if asked, or
-`error: ...`; or only `error: ...` from the factory.
+path in the sandbox)], "shares": [paths], "masks": [paths], "loopback": bool, "cgroups":
+[cgroup.procs files], "listen": (port, ipv6) or None}. The control socket then gets
+`started` from PID 1 with a pidfd of PID 1, then `ready layer [listener]` with the directory
+of the sandbox's layers (its disk's top) and a socket listening on `listen` inside its
+network, if asked, or `error: ...`; or only `error: ...` from the factory.
 
 Requests on the control socket: `spawn` with descriptors [request, status, stdout, stderr,
 stdin?], the request a memfd holding {"argv", "env", "cwd", "user", "uid", "gid"} (argv may
@@ -331,8 +331,6 @@ class _Setup:
         self.base: str = settings["base"]
         self.layers: list[str] = []
         """The host's directories each root lays a writable layer over, as the root's own."""
-        self.disk: tuple[int, list[tuple[int, bytes]]] | None = None
-        """Each sandbox's disk: its size and the data of an empty ext4 file system that size."""
         self.filter = b""
         """The seccomp program of every command."""
 
@@ -366,28 +364,8 @@ def _prepare(settings: dict[str, Any]) -> _Setup:
     for source, target in settings["mounts"]:
         _mountpoint(base, source, target)
     _mount("none", base, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
-    if settings["disk"] is not None:
-        setup.disk = _read_template(*settings["disk"])
     setup.filter = _pack(_command_filter(os.uname().machine))
     return setup
-
-
-def _read_template(path: str, size: int) -> tuple[int, list[tuple[int, bytes]]]:
-    """The data of the empty file system in the sparse image at `path` (all else is holes)."""
-    extents = []
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        end = 0
-        while True:
-            try:
-                start = os.lseek(fd, end, os.SEEK_DATA)
-            except OSError:  # ENXIO: no data past `end`
-                break
-            end = os.lseek(fd, start, os.SEEK_HOLE)
-            extents.append((start, os.pread(fd, end - start, start)))
-    finally:
-        os.close(fd)
-    return size, extents
 
 
 def _serve(setup: _Setup, fd: int) -> None:
@@ -398,30 +376,44 @@ def _serve(setup: _Setup, fd: int) -> None:
     gc.freeze()  # a collection in a child would touch, and so copy, every page
     with socket.socket(fileno=fd) as sock:
         while True:
-            data, fds = _receive(sock, 65536, 1)
+            data, fds = _receive(sock, 65536, 2)
             if not data or not fds:
+                _close_fds(fds)
                 return
+            disk = fds[1] if len(fds) > 1 else -1
             with socket.socket(fileno=fds[0]) as control:
                 try:
                     config = marshal.loads(data)
                     if os.path.dirname(config["dir"]) != setup.sandboxes:
                         raise ValueError(f"{config['dir']!r} is not under {setup.sandboxes}")
-                    _fork_init(config, setup, control, factory, own_pids)
+                    _fork_init(config, setup, control, disk, (factory, own_pids))
                 except Exception as ex:  # the factory serves on, whatever one request did
                     with contextlib.suppress(OSError):
                         control.send(f"error: {ex}".encode())
+                finally:
+                    _close_fds(fds[1:])  # PID 1 has its own
+
+
+def _close_fds(fds: list[int]) -> None:
+    for fd in fds:
+        os.close(fd)
 
 
 def _fork_init(
-    config: dict[str, Any], setup: _Setup, control: socket.socket, factory: int, own: int
+    config: dict[str, Any],
+    setup: _Setup,
+    control: socket.socket,
+    disk: int,
+    factory: tuple[int, int],
 ) -> None:
-    """Fork PID 1 of a new PID namespace (the factory stays in its own)."""
+    """Fork PID 1 of a new PID namespace (the factory, `factory`'s pid and its own PID
+    namespace, stays in its own)."""
     _check(_libc.unshare(_CLONE_NEWPID), "unshare")
     try:
         if os.fork() == 0:
-            _init(config, setup, control, factory)
+            _init(config, setup, control, disk, factory[0])
     finally:
-        _check(_libc.setns(own, _CLONE_NEWPID), "setns")
+        _check(_libc.setns(factory[1], _CLONE_NEWPID), "setns")
 
 
 # PID 1: boot
@@ -585,9 +577,9 @@ class _State:
         self.spawner: _Spawner | None = None
 
 
-def _boot(config: dict[str, Any], setup: _Setup, control: socket.socket) -> _State:
-    """Enter the sandbox's namespaces and cgroups, make its disk, build its root, and say
-    `ready` with the disk's top directory."""
+def _boot(config: dict[str, Any], setup: _Setup, control: socket.socket, disk: int) -> _State:
+    """Enter the sandbox's namespaces and cgroups, attach its disk (if the server gave one),
+    build its root, and say `ready` with the directory of its layers."""
     flags = _CLONE_NEWNS | _CLONE_NEWUTS | _CLONE_NEWIPC
     if config["loopback"]:
         flags |= _CLONE_NEWNET
@@ -601,8 +593,8 @@ def _boot(config: dict[str, Any], setup: _Setup, control: socket.socket) -> _Sta
     state = _State(config, setup)
     state.host = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
     os.mkdir(state.layer)
-    if setup.disk is not None:
-        _mount_disk(state.layer, *setup.disk)
+    if disk >= 0:
+        _attach_disk(disk, state.layer)
     os.mkdir(state.layer + "/mnt")
     _make_uppers(state)
     layer = os.open(state.layer, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -640,56 +632,19 @@ def _enter_root(state: _State) -> None:
 
 # PID 1: the sandbox's disk
 
-_LOOP_CTL_GET_FREE, _LOOP_CONFIGURE = 0x4C82, 0x4C0A
-_LO_FLAGS_AUTOCLEAR, _LO_FLAGS_DIRECT_IO = 4, 16
-_LOOP_TRIES = 100
+_SYS_MOVE_MOUNT, _MOVE_MOUNT_F_EMPTY_PATH, _AT_FDCWD = 429, 4, -100
 
 
-def _mount_disk(directory: str, size: int, extents: list[tuple[int, bytes]]) -> None:
-    """Make the sandbox's disk, a sparse image of `size` bytes holding an empty ext4 file
-    system, and mount it on its directory: its layers can take no more than that."""
-    image = os.open(directory + "/disk", os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    try:
-        os.ftruncate(image, size)
-        for offset, data in extents:
-            os.pwrite(image, data, offset)
-        device, number = _attach_loop(image, directory + "/disk")
-    finally:
-        os.close(image)
-    try:
-        # the image's inode tables are not written until used: nothing need fill them now
-        _mount(f"/dev/loop{number}", directory, "ext4", 0, "noinit_itable")
-    finally:
-        os.close(device)  # the mount holds the device; it goes once that is unmounted
-
-
-def _attach_loop(image: int, name: str) -> tuple[int, int]:
-    """A loop device (open, and its number) on `image`, detached once nothing uses it."""
-    with open("/dev/loop-control", "rb", buffering=0) as control:
-        for _ in range(_LOOP_TRIES):
-            number = fcntl.ioctl(control, _LOOP_CTL_GET_FREE)
-            device = os.open(f"/dev/loop{number}", os.O_RDWR | os.O_CLOEXEC)
-            # struct loop_config: fd, block size, struct loop_info64, reserved
-            info = struct.pack(
-                "=5Q4I64s64s32s2Q",
-                *(0,) * 8,
-                _LO_FLAGS_AUTOCLEAR | _LO_FLAGS_DIRECT_IO,
-                name.encode()[:63],
-                b"",
-                b"",
-                0,
-                0,
-            )
-            try:
-                fcntl.ioctl(
-                    device, _LOOP_CONFIGURE, struct.pack("=II", image, 4096) + info + bytes(64)
-                )
-                return device, number
-            except OSError as ex:
-                os.close(device)
-                if ex.errno != errno.EBUSY:  # else another sandbox took it first
-                    raise
-    raise OSError(errno.EBUSY, "no free loop device")
+def _attach_disk(disk: int, directory: str) -> None:
+    """Attach the sandbox's disk (a mount the server made, attached nowhere) on its directory:
+    the root's layers go on it, and can take no more than it holds."""
+    _check(
+        _libc.syscall(
+            _SYS_MOVE_MOUNT, disk, b"", _AT_FDCWD, directory.encode(), _MOVE_MOUNT_F_EMPTY_PATH
+        ),
+        "attach the disk",
+    )
+    os.close(disk)
 
 
 def _network(state: _State) -> socket.socket | None:
@@ -1044,7 +999,9 @@ class _Spawner:
         self._ask.release()
 
 
-def _init(config: dict[str, Any], setup: _Setup, control: socket.socket, factory: int) -> NoReturn:
+def _init(
+    config: dict[str, Any], setup: _Setup, control: socket.socket, disk: int, factory: int
+) -> NoReturn:
     """PID 1: boot the sandbox, then serve its control socket until the server closes it."""
     try:
         # from inside, a namespace's init gets only the signals it handles: python handles
@@ -1057,14 +1014,16 @@ def _init(config: dict[str, Any], setup: _Setup, control: socket.socket, factory
         for fd in (0, 1, 2):
             os.dup2(null, fd)
         # nothing of the factory's (its socket above all) may reach the sandbox
-        keep = control.fileno()
-        os.closerange(3, keep)
-        os.closerange(keep + 1, _MAX_FD)
+        start = 3
+        for keep in sorted({control.fileno(), disk} - {-1}):
+            os.closerange(start, keep)
+            start = keep + 1
+        os.closerange(start, _MAX_FD)
         # first of all, a handle on PID 1, so that the server can end it whatever happens next
         pidfd = os.pidfd_open(1)
         socket.send_fds(control, [b"started"], [pidfd])
         os.close(pidfd)
-        state = _boot(config, setup, control)
+        state = _boot(config, setup, control, disk)
     except BaseException as ex:
         try:
             control.send(f"error: {ex}".encode())
