@@ -657,10 +657,11 @@ _ALLOW, _KILL, _EPERM, _ENOSYS = 0x7FFF0000, 0x80000000, 0x50000 | 1, 0x50000 | 
 
 
 def _filter_answer(
-    program: list[tuple[int, int, int, int]], arch: int, call: int, arg0: int = 0
+    program: list[tuple[int, int, int, int]], arch: int, call: int, arg0: int = 0, arg5: int = 0
 ) -> int:
     """What a classic-BPF seccomp program answers for a call (only the instructions it uses)."""
-    data = {0: call, 4: arch, 16: arg0 & 0xFFFFFFFF, 20: arg0 >> 32}  # struct seccomp_data
+    words = {16: arg0 & 0xFFFFFFFF, 20: arg0 >> 32, 56: arg5 & 0xFFFFFFFF, 60: arg5 >> 32}
+    data = {0: call, 4: arch, **words}  # struct seccomp_data
     pc, accumulator = 0, 0
     while True:
         code, jt, jf, k = program[pc]
@@ -738,6 +739,26 @@ def test_commands_filter_refuses_what_dockers_default_profile_refuses(arch: str)
         assert answer("socket", family) == _EPERM
     # a call newer than the table: ENOSYS, as from an older kernel
     assert _filter_answer(program, code, 470) == _ENOSYS
+
+
+PLACEHOLDER_KEY = 0x6B657932_6B657931  # the program's, until PID 1 puts its own key in
+
+
+@pytest.mark.parametrize("arch", list(ARCHES))
+def test_only_pid_1s_key_lets_the_calls_it_makes_a_sandbox_anew_with_through(arch: str) -> None:
+    (machine, code), column = ARCHES[arch], list(ARCHES).index(arch)
+    program = _command_filter(machine)
+    native = arch != "i386"  # PID 1 runs as its machine's architecture
+
+    def answer(name: str, arg0: int = 0, key: int = 0) -> int:
+        return _filter_answer(program, code, CALLS[name][column], arg0, key)
+
+    for name in ("mount", "setns", "unshare"):
+        assert answer(name) == _EPERM
+        assert answer(name, key=PLACEHOLDER_KEY ^ 1) == _EPERM
+        assert answer(name, key=PLACEHOLDER_KEY) == (_ALLOW if native else _EPERM)
+    assert answer("unshare", 0x10000000, PLACEHOLDER_KEY) == _EPERM  # never a user namespace
+    assert answer("bpf", key=PLACEHOLDER_KEY) == _EPERM
 
 
 def test_commands_filter_kills_calls_of_an_unknown_architecture_or_abi() -> None:

@@ -52,7 +52,8 @@ uses them sets them. PID 1 ignores SIGINT, the one signal python would have it h
 signal sent from inside the sandbox can end it. Commands, root's included, run with Docker's
 default capabilities less CAP_MKNOD (PID 1 drops the rest from its bounding set once the
 sandbox is built) and under a seccomp filter at least as strict as Docker's default profile,
-installed by the thread of PID 1 that starts them (`_Spawner`). As in Docker, the kernel's
+which PID 1 installs on itself once the sandbox is built: the calls it still needs to make
+the sandbox anew pass only with its key (`_call`). As in Docker, the kernel's
 tunables under /proc/sys and the like are read-only, and what /proc and /sys tell of the
 host's kernel memory, keys, timers and firmware is hidden. PID 1 never loads code from the
 sandbox's root: it reads /etc/group itself rather than through the C library's account
@@ -61,7 +62,6 @@ lookups, which load the modules the sandbox's nsswitch.conf names.
 
 from __future__ import annotations
 
-import _thread
 import contextlib
 import ctypes
 import errno
@@ -92,8 +92,10 @@ _MS_REC = 16384
 _MS_PRIVATE = 1 << 18
 _MS_SLAVE = 1 << 19
 _MNT_DETACH = 2
-# glibc has no pivot_root(); its number on x86_64, and in the table aarch64 and riscv64 share
-_SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41}.get(os.uname().machine, -1)
+_MACHINE = os.uname().machine
+_COLUMNS = {"x86_64": 0, "aarch64": 2, "riscv64": 2}
+"""This machine's column of call numbers in `_REFUSED` (x86_64's, or the table aarch64 and
+riscv64 share)."""
 _PR_SET_PDEATHSIG = 1
 _PR_CAPBSET_DROP = 24
 # what a command run as root keeps: Docker's default set, less CAP_MKNOD (no device cgroup
@@ -116,7 +118,6 @@ KEPT_CAPABILITIES = frozenset(
         31,  # CAP_SETFCAP
     }
 )
-_CLONE_FS = 0x00000200
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWCGROUP = 0x02000000
 _CLONE_NEWUTS = 0x04000000
@@ -161,13 +162,27 @@ def _check(result: int, what: str) -> None:
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
+_key = 0
+"""PID 1's key to the calls commands' seccomp filter refuses and PID 1 needs (see `_call`)."""
+
+
+def _call(name: str, *args: bytes | int | None) -> int:
+    """Make a call PID 1 needs after its sandbox is built, and commands may never make
+    (`_KEYED`), with PID 1's key as its sixth argument: none of these calls uses one, and
+    commands' filter, which PID 1 runs under too, lets them through with the key only."""
+    words = [ctypes.c_long(a) if isinstance(a, int) else a for a in args]
+    words += [ctypes.c_long(0)] * (5 - len(words))
+    return int(_libc.syscall(_REFUSED[name][_COLUMNS[_MACHINE]], *words, ctypes.c_uint64(_key)))
+
+
 def _mount(source: str, target: str, fstype: str | None, flags: int, data: str = "") -> None:
     _check(
-        _libc.mount(
+        _call(
+            "mount",
             source.encode(),
             target.encode(),
             fstype.encode() if fstype else None,
-            ctypes.c_ulong(flags),
+            flags,
             data.encode() if data else None,
         ),
         f"mount {fstype or 'bind'} on {target}",
@@ -332,7 +347,9 @@ class _Setup:
         self.layers: list[str] = []
         """The host's directories each root lays a writable layer over, as the root's own."""
         self.filter = b""
-        """The seccomp program of every command."""
+        """The seccomp program of PID 1 and every command, with placeholders for PID 1's key."""
+        self.key_at: list[int] = []
+        """Where the program compares the key's words (low, then high)."""
 
 
 def _prepare(settings: dict[str, Any]) -> _Setup:
@@ -340,12 +357,11 @@ def _prepare(settings: dict[str, Any]) -> _Setup:
     of a root, the host's system directories (links as links, directories as places for
     their layers), the allowed part of /etc with the sandbox's user added, and places to
     mount what the server exposes and shares."""
-    if _SYS_PIVOT_ROOT < 0:
-        machine = os.uname().machine
-        raise OSError(errno.ENOSYS, f"pivot_root's number on {machine} is not known here")
+    if _MACHINE not in _COLUMNS:
+        raise OSError(errno.ENOSYS, f"system call numbers on {_MACHINE} are not known here")
     setup = _Setup(settings)
     base = setup.base
-    _check(_libc.unshare(_CLONE_NEWNS), "unshare")
+    _check(_call("unshare", _CLONE_NEWNS), "unshare")
     _mount("none", "/", None, _MS_REC | _MS_SLAVE)
     os.makedirs(base, exist_ok=True)
     _mount("tmpfs", base, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=755")
@@ -364,7 +380,9 @@ def _prepare(settings: dict[str, Any]) -> _Setup:
     for source, target in settings["mounts"]:
         _mountpoint(base, source, target)
     _mount("none", base, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
-    setup.filter = _pack(_command_filter(os.uname().machine))
+    program = _command_filter(_MACHINE)
+    setup.filter = _pack(program)
+    setup.key_at = [at for at, (_, _, _, k) in enumerate(program) if k in _KEY_WORDS]
     return setup
 
 
@@ -408,12 +426,12 @@ def _fork_init(
 ) -> None:
     """Fork PID 1 of a new PID namespace (the factory, `factory`'s pid and its own PID
     namespace, stays in its own)."""
-    _check(_libc.unshare(_CLONE_NEWPID), "unshare")
+    _check(_call("unshare", _CLONE_NEWPID), "unshare")
     try:
         if os.fork() == 0:
             _init(config, setup, control, disk, factory[0])
     finally:
-        _check(_libc.setns(factory[1], _CLONE_NEWPID), "setns")
+        _check(_call("setns", factory[1], _CLONE_NEWPID), "setns")
 
 
 # PID 1: boot
@@ -521,8 +539,8 @@ def _build_root(config: dict[str, Any], setup: _Setup, layer: str) -> bool:
     targets += [_mask(root, path) for path in (*_HIDDEN, *config["masks"])]
     # pivot_root(".", ".") stacks the old root under the new one, so no directory is needed
     os.chdir(root)
-    _check(_libc.syscall(_SYS_PIVOT_ROOT, b".", b"."), "pivot_root")
-    _check(_libc.umount2(b".", _MNT_DETACH), "umount old root")
+    _check(_call("pivot_root", b".", b"."), "pivot_root")
+    _check(_call("umount2", b".", _MNT_DETACH), "umount old root")
     os.chdir("/")
     scratch = tuple(root + path + "/" for path in _SCRATCH)
     return not any(t and (t + "/").startswith(scratch) for t in targets)
@@ -574,7 +592,6 @@ class _State:
         """The network namespace's counters when it was made (unchanged, it was not used)."""
         self.layers = 0
         """How many sets of upper layers were put aside (numbering them)."""
-        self.spawner: _Spawner | None = None
 
 
 def _boot(config: dict[str, Any], setup: _Setup, control: socket.socket, disk: int) -> _State:
@@ -583,13 +600,13 @@ def _boot(config: dict[str, Any], setup: _Setup, control: socket.socket, disk: i
     flags = _CLONE_NEWNS | _CLONE_NEWUTS | _CLONE_NEWIPC
     if config["loopback"]:
         flags |= _CLONE_NEWNET
-    _check(_libc.unshare(flags), "unshare")
+    _check(_call("unshare", flags), "unshare")
     _mount("none", "/", None, _MS_REC | _MS_PRIVATE)
     for procs in config["cgroups"]:
         with open(procs, "w") as file:
             file.write("0\n")
     # the sandbox's cgroups are the root of those it sees
-    _check(_libc.unshare(_CLONE_NEWCGROUP), "unshare")
+    _check(_call("unshare", _CLONE_NEWCGROUP), "unshare")
     state = _State(config, setup)
     state.host = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
     os.mkdir(state.layer)
@@ -602,7 +619,7 @@ def _boot(config: dict[str, Any], setup: _Setup, control: socket.socket, disk: i
     listener = _network(state)
     state.inherited = _inherited()
     _drop_capabilities()
-    state.spawner = _Spawner(setup.filter)
+    _install_filter(_keyed(setup))
     _ready(control, config["hostname"], {"layer": layer, "listener": listener})
     os.close(layer)
     return state
@@ -619,7 +636,7 @@ def _make_uppers(state: _State) -> None:
 
 def _enter_root(state: _State) -> None:
     """Build the sandbox's root in a new mount namespace made from the host's, and enter it."""
-    _check(_libc.unshare(_CLONE_NEWNS), "unshare")
+    _check(_call("unshare", _CLONE_NEWNS), "unshare")
     for fd in state.uppers:
         os.close(fd)
     state.uppers = [
@@ -662,7 +679,7 @@ def _renew_network(state: _State) -> socket.socket | None:
     """Make the network anew if a command used it (see `_counters`); its new listener."""
     if not state.config["loopback"] or _counters() == state.network:
         return None
-    _check(_libc.unshare(_CLONE_NEWNET), "unshare")
+    _check(_call("unshare", _CLONE_NEWNET), "unshare")
     return _network(state)
 
 
@@ -672,7 +689,7 @@ def _ready(
     """Take `hostname` and say `ready`, naming the descriptors sent with it (`layer`: the
     sandbox's layer directory; `listener`: a socket listening in its network)."""
     name = hostname.encode()
-    _check(_libc.sethostname(name, len(name)), "sethostname")
+    _check(_call("sethostname", name, len(name)), "sethostname")
     sent = {key: value for key, value in handles.items() if value is not None}
     fds = [value if isinstance(value, int) else value.fileno() for value in sent.values()]
     socket.send_fds(control, [" ".join(["ready", *sent]).encode()], fds)
@@ -848,8 +865,16 @@ AF_VSOCK (host and guest talk over it, not namespaced); and every family from AF
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 _LD, _JA, _JEQ, _JGE, _JSET, _RET = 0x20, 0x05, 0x15, 0x35, 0x45, 0x06
 _ALLOW, _KILL, _ERRNO = 0x7FFF0000, 0x80000000, 0x00050000
-_NR, _ARCH, _ARG0 = 0, 4, 16
-"""Offsets in struct seccomp_data (the low word of the first argument: little-endian)."""
+_NR, _ARCH, _ARG0, _ARG5 = 0, 4, 16, 56
+"""Offsets in struct seccomp_data (the low word of the first and of the sixth argument: these
+architectures are little-endian)."""
+_KEYED = ("mount", "umount2", "pivot_root", "unshare", "setns", "sethostname")
+"""The calls PID 1 makes the sandbox anew with, which commands may never make: the filter
+lets them through with PID 1's key as their sixth argument (unused by each of them) only,
+and `unshare` never with CLONE_NEWUSER."""
+_KEY_WORDS = (0x6B657931, 0x6B657932)
+"""Placeholders for the key's low and high words in the program, until PID 1 has its key."""
+_CLONE_NEWUSER = 0x10000000
 
 
 def _command_filter(machine: str) -> list[tuple[int, int, int, int]]:
@@ -863,22 +888,28 @@ def _command_filter(machine: str) -> list[tuple[int, int, int, int]]:
         code += [(_JEQ, 0, 1, arch), (_JA, 0, 0, f"arch {arch}")]
     code += [(_RET, 0, 0, _KILL)]
     for arch, column in arches.items():
-        code += [f"arch {arch}", *_arch_filter(f"{arch}:", column, arch == 0xC000003E)]
+        native = column == _COLUMNS[machine]  # PID 1's own architecture
+        code += [f"arch {arch}", *_arch_filter(f"{arch}:", column, native, arch == 0xC000003E)]
     return _assemble(code)
 
 
-def _arch_filter(at: str, column: int, x86_64: bool) -> list[Any]:
-    """The part of the program for one architecture; its labels start with `at`."""
+def _arch_filter(at: str, column: int, native: bool, x86_64: bool) -> list[Any]:
+    """The part of the program for one architecture (`native`: PID 1's); its labels start
+    with `at`."""
     code: list[Any] = [(_LD, 0, 0, _NR)]
     if x86_64:  # an x32 program: its calls are x86_64's with this bit set
         code += [(_JSET, at + "kill", 0, _X32)]
-    code += _search(at, _runs(column))
+    code += _search(at, _runs(column, native))
     # BPF jumps only forward: each call judged by its arguments ends at the returns below
     code += [at + "clone", (_LD, 0, 0, _ARG0), (_JSET, at + "refuse", 0, _NAMESPACE_FLAGS)]
     code += [(_JA, 0, 0, at + "allow")]
     code += [at + "personality", (_LD, 0, 0, _ARG0)]
     code += [(_JEQ, at + "allow", 0, value) for value in _PERSONALITIES]
     code += [(_JA, 0, 0, at + "refuse")]
+    if native:
+        code += [at + "unshare", (_LD, 0, 0, _ARG0), (_JSET, at + "refuse", 0, _CLONE_NEWUSER)]
+        code += [at + "keyed", (_LD, 0, 0, _ARG5), (_JEQ, 0, at + "refuse", _KEY_WORDS[0])]
+        code += [(_LD, 0, 0, _ARG5 + 4), (_JEQ, at + "allow", at + "refuse", _KEY_WORDS[1])]
     code += [at + "socket", (_LD, 0, 0, _ARG0), (_JGE, at + "refuse", 0, _SOCKET_FAMILY_END)]
     code += [(_JEQ, at + "refuse", 0, family) for family in _REFUSED_FAMILIES]
     code += [at + "allow", (_RET, 0, 0, _ALLOW)]
@@ -888,11 +919,14 @@ def _arch_filter(at: str, column: int, x86_64: bool) -> list[Any]:
     return code
 
 
-def _runs(column: int) -> list[tuple[int, str]]:
+def _runs(column: int, native: bool) -> list[tuple[int, str]]:
     """Every call number, from 0 on, as runs of numbers with one fate: (the run's first
     number, the label of its fate: allow, refuse, nosys, or the call judged by arguments)."""
     fates = {n: "refuse" for numbers in _REFUSED.values() if (n := numbers[column]) is not None}
     fates |= {numbers[column]: name for name, numbers in _BY_ARGUMENTS.items()}
+    if native:
+        keyed = {name: number for name in _KEYED if (number := _REFUSED[name][column])}
+        fates |= {number: "keyed" for number in keyed.values()} | {keyed["unshare"]: "unshare"}
     runs: list[tuple[int, str]] = []
     for number in range(_LAST_CALL + 2):
         fate = "nosys" if number > _LAST_CALL else fates.get(number, "allow")
@@ -937,73 +971,30 @@ def _pack(program: list[tuple[int, int, int, int]]) -> bytes:
     return b"".join(struct.pack("HBBI", *instruction) for instruction in program)
 
 
+def _keyed(setup: _Setup) -> bytes:
+    """The filter with PID 1's key in place of its placeholders."""
+    program = bytearray(setup.filter)
+    for at, word in zip(setup.key_at, (_key & 0xFFFFFFFF, _key >> 32), strict=True):
+        struct.pack_into("I", program, at * 8 + 4, word)
+    return bytes(program)
+
+
 def _install_filter(program: bytes) -> None:
-    """Put the calling thread (only) and whatever it starts under the seccomp `program`."""
+    """Put PID 1 and whatever it starts under the seccomp `program`."""
     filters = ctypes.create_string_buffer(program)
     fprog = struct.pack("HxxxxxxP", len(program) // 8, ctypes.addressof(filters))
     _check(_libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, fprog, 0, 0), "seccomp")
-
-
-class _Spawner:
-    """The thread of PID 1 that starts commands.
-
-    It alone runs under commands' seccomp filter (a filter binds the thread that installs
-    it, and what it starts): PID 1 keeps the calls it makes the sandbox anew with (mounts,
-    namespaces), which commands never get. It has a file-system context of its own, so PID
-    1 may enter other namespaces while it lives; it starts commands in the namespaces PID 1
-    was in when it was made, so making the sandbox anew makes a new one.
-    """
-
-    def __init__(self, program: bytes) -> None:
-        self._ask = _thread.allocate_lock()
-        self._ask.acquire()
-        self._done = _thread.allocate_lock()
-        self._done.acquire()
-        self._job: Any = self._prepare
-        self._outcome: tuple[bool, Any] = (True, None)
-        self._program = program
-        _thread.start_new_thread(self._serve, ())
-        self._wait()
-
-    def _prepare(self) -> None:
-        _check(_libc.unshare(_CLONE_FS), "unshare")
-        _install_filter(self._program)
-
-    def _serve(self) -> None:
-        job = self._job
-        while job is not None:
-            try:
-                self._outcome = (True, job())
-            except BaseException as ex:
-                self._outcome = (False, ex)
-            self._done.release()
-            self._ask.acquire()
-            job = self._job
-
-    def _wait(self) -> Any:
-        self._done.acquire()
-        ok, value = self._outcome
-        if not ok:
-            raise value
-        return value
-
-    def call(self, job: Any) -> Any:
-        """`job()` on the thread: its value, or its exception raised here."""
-        self._job = job
-        self._ask.release()
-        return self._wait()
-
-    def stop(self) -> None:
-        """End the thread (it goes on its own; nothing here waits for it)."""
-        self._job = None
-        self._ask.release()
 
 
 def _init(
     config: dict[str, Any], setup: _Setup, control: socket.socket, disk: int, factory: int
 ) -> NoReturn:
     """PID 1: boot the sandbox, then serve its control socket until the server closes it."""
+    global _key
     try:
+        # its own: the key never leaves PID 1's memory, which no process of the sandbox may
+        # read (that takes CAP_SYS_PTRACE)
+        _key = int.from_bytes(os.urandom(8), "little")
         # from inside, a namespace's init gets only the signals it handles: python handles
         # SIGINT, which would let the sandbox's root end PID 1
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -1063,8 +1054,7 @@ def _request(control: socket.socket, running: dict[int, int], state: _State) -> 
         return False
     verb, _, rest = data.partition(b" ")
     if verb == b"spawn" and len(fds) >= 4:
-        assert state.spawner is not None
-        _spawn(fds, running, state.spawner)
+        _spawn(fds, running)
     elif verb == b"signal":
         pid, sig = map(int, rest.split())
         if pid in running:  # not reaped: its group is still the command's
@@ -1087,23 +1077,19 @@ def _reset(state: _State, hostname: str, running: dict[int, int], control: socke
     commands inherit from PID 1 as it was, a new IPC namespace, /tmp and /dev; a new root if
     a command changed its upper layers (else the root is as fresh as a new one), on new
     upper layers of the same disk; the network made anew if it was used."""
-    assert state.spawner is not None
-    state.spawner.stop()
     _end_processes(running)
     _restore(state.inherited)
-    _check(_libc.unshare(_CLONE_NEWIPC), "unshare")
+    _check(_call("unshare", _CLONE_NEWIPC), "unshare")
     if state.scratch_only and tuple(_upper(fd) for fd in state.uppers) == state.fresh:
         for path in _SCRATCH:
-            _check(_libc.umount2(path.encode(), _MNT_DETACH), f"umount {path}")
+            _check(_call("umount2", path.encode(), _MNT_DETACH), f"umount {path}")
         _mount_scratch("")
     else:
         # the old root goes with its mount namespace, which nothing holds any more
-        _check(_libc.setns(state.host, _CLONE_NEWNS), "setns")
+        _check(_call("setns", state.host, _CLONE_NEWNS), "setns")
         _renew_layers(state)
         _enter_root(state)
-    listener = _renew_network(state)
-    state.spawner = _Spawner(state.setup.filter)
-    _ready(control, hostname, {"listener": listener})
+    _ready(control, hostname, {"listener": _renew_network(state)})
 
 
 def _end_processes(running: dict[int, int]) -> None:
@@ -1147,11 +1133,11 @@ _WHY_BYTES = 4096
 at once: PID 1 writes it without waiting)."""
 
 
-def _spawn(fds: list[int], running: dict[int, int], spawner: _Spawner) -> None:
+def _spawn(fds: list[int], running: dict[int, int]) -> None:
     request_fd, status, stdout, stderr, *stdin = fds
     try:
         request = marshal.loads(os.pread(request_fd, os.fstat(request_fd).st_size, 0))
-        pid = spawner.call(lambda: _start(request, stdin[0] if stdin else 0, stdout, stderr))
+        pid = _start(request, stdin[0] if stdin else 0, stdout, stderr)
     except _NotStarted as ex:
         # no process: PID 1 says why on the command's stderr and reports its exit at once
         _tell(stderr, str(ex)[:_WHY_BYTES] + "\n")
@@ -1170,8 +1156,7 @@ def _spawn(fds: list[int], running: dict[int, int], spawner: _Spawner) -> None:
 
 
 def _start(request: dict[str, Any], stdin: int, stdout: int, stderr: int) -> int:
-    """Start a command in its own session with the request's user, directory and environment
-    (on the spawner's thread)."""
+    """Start a command in its own session with the request's user, directory and environment."""
     argv, env, cwd = request["argv"], request["env"], request["cwd"]
     # posix_spawnp searches the caller's PATH, and resets the child's ids to the real ones
     path = os.environ.get("PATH", os.defpath)
@@ -1287,10 +1272,6 @@ def main() -> None:
     """Serve as the factory: argv is SANDBOXES SETTINGS FD, SETTINGS the rest of the factory's
     settings (see `_Setup`), marshalled, in hex."""
     sandboxes, settings, fd = sys.argv[1:]
-    # a thread that ends may have the C library load libgcc_s to unwind it: loaded here, it
-    # is never looked for in a sandbox's root, where its root could have put another
-    with contextlib.suppress(OSError):
-        ctypes.CDLL("libgcc_s.so.1")
     try:
         setup = _prepare({"sandboxes": sandboxes, **marshal.loads(bytes.fromhex(settings))})
     except OSError as ex:
