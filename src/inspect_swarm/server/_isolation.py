@@ -276,6 +276,8 @@ class NamespaceSandbox(Sandbox):
     a reset put aside are removed from."""
     disk: Path | None = None
     """The image of the sandbox's disk, removed when it ends."""
+    disks: DiskPool | None = None
+    """Where the sandbox's disk came from, which lets it go once the sandbox has ended."""
     control: socket.socket | None = None
     """PID 1's control socket: it starts and signals commands, and ends with it."""
     forwarder: Forwarder | None = None
@@ -407,6 +409,11 @@ class NamespaceSandbox(Sandbox):
                 await anyio.wait_readable(self.init_fd)
                 self.init_fd = _closed(self.init_fd)
             self.root_fd = _closed(self.root_fd)
+            if self.disks is not None and self.layer_fd >= 0:
+                # the disk's last mount: PID 1 ended without waiting to unmount it, and
+                # neither does this
+                self.disks.let_go(self.layer_fd)
+                self.layer_fd = -1
             self.layer_fd = _closed(self.layer_fd)
             if self.disk is not None:
                 self.disk.unlink(missing_ok=True)  # its space goes with the last mount of it
@@ -578,7 +585,7 @@ class SandboxHost:
                 await self._factory.request(marshal.dumps(config), fds)
         finally:
             if disk is not None:  # PID 1 has it now, or never will: the image goes with it
-                sandbox.disk = disk.image
+                sandbox.disk, sandbox.disks = disk.image, self._disks
                 os.close(disk.mount)
         handles = await _answer(sandbox)
         sandbox.layer_fd = handles.pop("layer", -1)
