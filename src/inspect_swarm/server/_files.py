@@ -19,6 +19,7 @@ import platform
 import stat
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import BrokenExecutor, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TypeVar
 
@@ -142,30 +143,64 @@ _CAPABILITY_VERSION_3 = 0x20080522
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
+_ROOT_WORKERS = 4
+_root_workers: dict[int, ThreadPoolExecutor] = {}
+_root_workers_lock = threading.Lock()
+
+
 def run_as(
     root: str, name: str, uid: int, gid: int, capabilities: int, operation: Callable[[str], T]
 ) -> T:
-    """`operation(root)` on a new thread that acts as the sandbox's user `name` (uid, gid,
-    its groups from the sandbox's /etc/group) with the capabilities a process of that user
-    has there: `capabilities` (a bit mask) for root, none for another user. The root
-    directory is opened beforehand. Blocks until it is done."""
+    """`operation(root)` on a thread that acts as the sandbox's user `name` (uid, gid, its
+    groups from the sandbox's /etc/group) with the capabilities a process of that user has
+    there: `capabilities` (a bit mask) for root, none for another user. The root directory is
+    opened beforehand. Blocks until it is done.
+
+    A root of a sandbox is the same whatever the sandbox: a few threads act as it for good.
+    Another user's thread is made for the one operation (its ids are its sandbox's).
+    """
     root_fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     thread_root = f"/proc/self/fd/{root_fd}"
+    try:
+        if uid == 0:
+            try:
+                return _root_workers_with(capabilities).submit(operation, thread_root).result()
+            except BrokenExecutor:  # a worker could not take the capabilities
+                raise PermissionError(errno.EPERM, "cannot act as a sandbox's root") from None
+        return _run_on_new_thread(thread_root, name, uid, gid, capabilities, operation)
+    finally:
+        os.close(root_fd)
+
+
+def _root_workers_with(capabilities: int) -> ThreadPoolExecutor:
+    with _root_workers_lock:
+        workers = _root_workers.get(capabilities)
+        if workers is None:
+            workers = ThreadPoolExecutor(
+                _ROOT_WORKERS,
+                "sandbox-root",
+                initializer=_capset,
+                initargs=(_machine(), capabilities),
+            )
+            _root_workers[capabilities] = workers
+        return workers
+
+
+def _run_on_new_thread(
+    root: str, name: str, uid: int, gid: int, capabilities: int, operation: Callable[[str], T]
+) -> T:
     outcome: list[tuple[bool, object]] = []
 
     def run() -> None:
         try:
-            _assume(thread_root, name, uid, gid, capabilities)
-            outcome.append((True, operation(thread_root)))
+            _assume(root, name, uid, gid, capabilities)
+            outcome.append((True, operation(root)))
         except BaseException as ex:
             outcome.append((False, ex))
 
-    try:
-        thread = threading.Thread(target=run, name="sandbox-files")
-        thread.start()
-        thread.join()
-    finally:
-        os.close(root_fd)
+    thread = threading.Thread(target=run, name="sandbox-files")
+    thread.start()
+    thread.join()
     ok, value = outcome[0]
     if not ok:
         assert isinstance(value, BaseException)
@@ -173,15 +208,18 @@ def run_as(
     return value  # type: ignore[return-value]
 
 
-def _assume(root: str, name: str, uid: int, gid: int, capabilities: int) -> None:
-    """Give the calling thread the sandbox user's ids, groups and capabilities (see
-    `run_as`)."""
+def _machine() -> str:
     machine = platform.machine()
     if machine not in _SYS_CAPSET:
         raise OSError(errno.ENOSYS, f"capset's number on {machine} is not known here")
+    return machine
+
+
+def _assume(root: str, name: str, uid: int, gid: int, capabilities: int) -> None:
+    """Give the calling thread the sandbox user's ids, groups and capabilities (see
+    `run_as`): a root's capabilities first, to read the groups and change ids with."""
+    machine = _machine()
     _capset(machine, capabilities)
-    if uid == 0:
-        return
     groups = _groups(root, name, gid)
     array = (ctypes.c_uint * len(groups))(*groups)
     if _libc.syscall(_SYS_SETGROUPS[machine], len(groups), array) != 0:

@@ -17,6 +17,7 @@ import array
 import contextlib
 import errno
 import fcntl
+import functools
 import hashlib
 import marshal
 import os
@@ -299,7 +300,7 @@ class NamespaceSandbox(Sandbox):
     def as_user(self, user: User, operation: Callable[[str], T]) -> T:
         """`operation(root)` on a thread with the ids, groups and capabilities a process of
         `user` has in the sandbox (`_files.run_as`)."""
-        return _files.run_as(self.root, user.name, user.uid, user.gid, _KEPT_MASK, operation)
+        return _files.run_as(self.root, user.name, user.uid, user.gid, _kept_mask(), operation)
 
     async def _start(
         self, argv: Sequence[str], env: dict[str, str], cwd: str, user: User, stdin: bool
@@ -452,7 +453,12 @@ class ProcessSandbox(Sandbox):
         return User(name, os.geteuid(), os.getegid(), home)
 
 
-_KEPT_MASK = sum(1 << capability for capability in KEPT_CAPABILITIES)
+@functools.cache
+def _kept_mask() -> int:
+    """The capabilities a root of a sandbox has: those it keeps that this server has."""
+    with open("/proc/self/status") as status:
+        permitted = next(int(line.split()[1], 16) for line in status if line.startswith("CapPrm"))
+    return permitted & sum(1 << capability for capability in KEPT_CAPABILITIES)
 
 
 def base_cgroup_name(state_dir: Path) -> str:
