@@ -885,3 +885,17 @@ async def test_all_sandboxes_processes_together_are_capped(tmp_path: Path) -> No
 def test_the_default_cap_leaves_a_quarter_of_the_hosts_processes_to_it() -> None:
     limits = [int(Path(f"/proc/sys/kernel/{n}").read_text()) for n in ("pid_max", "threads-max")]
     assert default_pids_cap() == 3 * min(limits) // 4
+
+
+async def test_a_sandbox_has_the_hosts_system_accounts_only_and_its_user_is_1000(
+    sandbox: NamespaceSandbox,
+) -> None:
+    user = sandbox.user("user")
+    assert (user.uid, user.gid) == (1000, 1000)
+    _, out = await _run(sandbox, "cat /etc/passwd /etc/group")
+    lines = out.splitlines()
+    assert any(line.startswith("root:x:0:") for line in lines)
+    host = await anyio.Path("/etc/passwd").read_text()
+    for entry in (line.split(":") for line in host.splitlines()):
+        if 1000 <= int(entry[2]) < 60000:  # the host's users: none of the sandbox's
+            assert not any(line.startswith(f"{entry[0]}:") for line in lines)

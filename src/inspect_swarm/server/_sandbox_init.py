@@ -277,11 +277,32 @@ def _append(path: str, line: str) -> None:
         file.write(("\n" if content and not content.endswith("\n") else "") + line)
 
 
+def _system_accounts(base: str) -> None:
+    """Keep only the system's accounts and groups of the host's (ids below 1000, or from
+    60000 on, as `nobody`'s) in the base layer's /etc: the host's users are none of a
+    sandbox's business, and its own `user` then has uid 1000."""
+    names = {entry[0] for entry in _keep_system(base + "/etc/passwd")}
+    _keep_system(base + "/etc/group", members=names)
+
+
+def _keep_system(path: str, members: set[str] | None = None) -> list[list[str]]:
+    """Rewrite an /etc/passwd or /etc/group with its system entries only (a group's members
+    among `members` only, if given); those entries."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))
+    with open(path) as file:
+        entries = [line.rstrip("\n").split(":") for line in file if line.count(":") >= 2]
+    kept = [entry for entry in entries if entry[2].isdigit() and not 1000 <= int(entry[2]) < 60000]
+    for entry in kept:
+        if members is not None and len(entry) > 3:
+            entry[3] = ",".join(m for m in entry[3].split(",") if m in members)
+    with open(path, "w") as file:
+        file.write("".join(":".join(entry) + "\n" for entry in kept))
+    return kept
+
+
 def _add_user(base: str, name: str, uid: int) -> None:
     """Add the account `name` (its uid, or the next free one) to the base layer's /etc."""
     passwd, group = base + "/etc/passwd", base + "/etc/group"
-    for path, mode in ((passwd, 0o644), (group, 0o644)):
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, mode))
     with open(passwd) as file:
         entries = [line.split(":") for line in file if line.count(":") >= 6]
     if any(entry[0] == name for entry in entries):
@@ -375,6 +396,7 @@ def _prepare(settings: dict[str, Any]) -> _Setup:
             _copy_dir(base, path)
             setup.layers.append(path)
     _copy_etc(base, settings["etc"], (*setup.layers, "/etc", "/proc"))
+    _system_accounts(base)
     _add_user(base, settings["user"], settings["uid"])
     _shadow(base)
     for source, target in settings["mounts"]:
