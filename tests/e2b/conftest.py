@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +11,14 @@ import pytest
 
 from inspect_swarm.sandbox import SwarmServerConfig
 
-from ..server.conftest import KEY, Server, needs_namespaces, start_server
+from ..server.conftest import (
+    KEY,
+    Server,
+    environment_args,
+    needs_namespaces,
+    point_e2b_at,
+    start_server,
+)
 
 pytest.importorskip("e2b")
 
@@ -20,13 +26,21 @@ pytestmark = needs_namespaces
 
 
 @pytest.fixture(scope="package")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def tests_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory every sandbox of `server` has at /tests (read-only), where the spec's
+    tests scorer finds its script."""
+    directory = tmp_path_factory.mktemp("tests")
+    directory.chmod(0o755)  # the sandboxes' `user` runs it
+    return directory
+
+
+@pytest.fixture(scope="package")
+def server(tmp_path_factory: pytest.TempPathFactory, tests_dir: Path) -> Iterator[Server]:
     """One server for the folder, with 8 GiB to book (E2B sandboxes book 1 GiB each)."""
-    # each sandbox has a private /tmp: share the environment whose python the agents run,
-    # wherever the checkout lives (CI's may be under /tmp)
-    environment = str(Path(sys.prefix).parent)
+    # the environment whose python the agents run
     handle = start_server(
-        tmp_path_factory.mktemp("e2b") / "state", "--memory-gib", "8", "--share", environment
+        tmp_path_factory.mktemp("e2b") / "state",
+        *("--memory-gib", "8", "--expose", f"{tests_dir}:/tests", *environment_args()),
     )
     yield handle
     handle.kill(signal.SIGTERM)
@@ -35,10 +49,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 @pytest.fixture
 def e2b_env(server: Server, monkeypatch: pytest.MonkeyPatch) -> Server:
     """Point the unmodified e2b SDK at the test server."""
-    monkeypatch.setenv("E2B_API_URL", server.url)
-    monkeypatch.setenv("E2B_SANDBOX_URL", server.url)
-    monkeypatch.setenv("E2B_API_KEY", KEY)
-    monkeypatch.delenv("E2B_DOMAIN", raising=False)
+    point_e2b_at(server, monkeypatch)
     return server
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import partial
+from pathlib import Path
 
 import pytest
 
@@ -15,8 +17,16 @@ from ..members.test_sandboxes import (  # noqa: F401  (collected here, on this p
     test_environments_are_checked_when_the_swarm_starts,
     test_the_preamble_says_the_member_has_its_own_sandbox,
     test_the_spec_tests_pass_scorer_grades_each_members_sandbox,
-    tests_script,
 )
+
+
+@pytest.fixture
+def tests_script(tests_dir: Path) -> Iterator[None]:
+    """The spec's /tests/run.sh in every sandbox: the server exposes `tests_dir` there."""
+    script = tests_dir / "run.sh"
+    script.write_text("grep -qx 42 answer.txt\n")
+    yield
+    script.unlink()
 
 
 @pytest.fixture

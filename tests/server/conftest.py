@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from inspect_swarm.server import SwarmsClient
-from inspect_swarm.server._isolation import namespaces_supported
+from inspect_swarm.server._isolation import SYSTEM_DIRS, namespaces_supported
 
 KEY = "test-key"
 OTHER_KEY = "other-key"
@@ -55,6 +55,23 @@ def cli(*args: str) -> list[str]:
 
 
 ACCOUNTS = (KEY, OTHER_KEY, f"{READ_ONLY_KEY}:read")
+
+
+def point_e2b_at(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point the unmodified e2b SDK at `server`, with the test key."""
+    monkeypatch.setenv("E2B_API_URL", server.url)
+    monkeypatch.setenv("E2B_SANDBOX_URL", server.url)
+    monkeypatch.setenv("E2B_API_KEY", KEY)
+    monkeypatch.delenv("E2B_DOMAIN", raising=False)
+
+
+def environment_args() -> list[str]:
+    """The options that give sandboxes this test run's python environment: its directory
+    shared (it may be under /tmp, which each sandbox has its own of), and the interpreter it
+    is made from exposed if the system's directories do not hold it (pyenv's, in /root)."""
+    base = Path(sys.base_prefix).resolve()
+    exposed = any(base.is_relative_to(path) for path in SYSTEM_DIRS)
+    return ["--share", str(Path(sys.prefix).parent), *([] if exposed else ["--expose", str(base)])]
 
 
 def start_server(state_dir: Path, *extra: str, keys: tuple[str, ...] = ACCOUNTS) -> Server:

@@ -17,7 +17,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from inspect_swarm.server._cgroups import Cgroups, Limits, SandboxCgroup
+from inspect_swarm.server import _files
+from inspect_swarm.server._cgroups import Cgroups, Limits, SandboxCgroup, default_pids_cap
 from inspect_swarm.server._engine import _follow
 from inspect_swarm.server._forward import Forwarder
 from inspect_swarm.server._isolation import (
@@ -32,7 +33,7 @@ from inspect_swarm.server._isolation import (
     _answer,
 )
 from inspect_swarm.server._process import SpawnOptions, spawn
-from inspect_swarm.server._sandbox_init import _keyring_filter
+from inspect_swarm.server._sandbox_init import _command_filter, _copy
 
 from .conftest import needs_namespaces
 
@@ -287,16 +288,21 @@ async def test_masks_hide_what_symlinks_lead_to(
         (outside_tmp / name / "key").write_text("secret")
     (outside_tmp / "to-one").symlink_to(outside_tmp / "one")
     (outside_tmp / "to-two").symlink_to("two")
+    (outside_tmp / "two" / "open").write_text("exposed")
     masks = (str(outside_tmp / "to-one"), str(outside_tmp / "to-two" / "inner"))
-    host.config = IsolationConfig(tmp_path / "state", masks=masks)
+    host.config = IsolationConfig(
+        tmp_path / "state", masks=masks, exposes=((str(outside_tmp),) * 2,)
+    )
     sandbox = await host.create("sbx-masked", LIMITS)
     try:
         paths = " ".join(f"{outside_tmp}/{p}/key" for p in ("one", "to-one", "two/inner"))
         code, output = await _run(sandbox, f"cat {paths} {outside_tmp}/to-two/inner/key")
+        exposed = await _run(sandbox, f"cat {outside_tmp}/to-two/open")
     finally:
         await sandbox.close()
     assert code == 1 and "secret" not in output
     assert output.count("No such file or directory") == 4
+    assert exposed == (0, "exposed")
 
 
 async def test_sandboxes_die_with_the_factory_and_the_next_boot_starts_another(
@@ -404,7 +410,7 @@ async def test_a_boot_answer_carries_pid_1_and_its_readiness_or_the_reason(
                 theirs.send(reply.encode())
     try:
         if replies[-1:] == ["ready"]:
-            assert await _answer(sandbox) is None  # no listener asked for
+            assert await _answer(sandbox) == {}  # no descriptor sent
         else:
             reason = replies[-1][7:] if replies else "init ended"
             with pytest.raises(SandboxError, match=reason):
@@ -598,7 +604,8 @@ async def test_a_signal_reaches_a_command_while_pid_1_is_behind(
 async def test_a_reset_makes_anew_what_a_command_changed_and_keeps_pid_1(
     sandbox: NamespaceSandbox,
 ) -> None:
-    init_pid, upper = sandbox.init_pid, sandbox.dir / "up"
+    init_pid, layers = sandbox.init_pid, Path(f"/proc/self/fd/{sandbox.layer_fd}")
+    upper = layers / "up"
     unchanged = upper.stat().st_ino
     await sandbox.reset("sbx-again")
     assert upper.stat().st_ino == unchanged  # a layer no command changed is kept
@@ -606,7 +613,7 @@ async def test_a_reset_makes_anew_what_a_command_changed_and_keeps_pid_1(
     await sandbox.reset("sbx-anew")
     assert sandbox.init_pid == init_pid
     assert upper.stat().st_ino != unchanged
-    assert sorted(p.name for p in sandbox.dir.iterdir()) == ["up", "wd"]  # the old one removed
+    assert not [name for name in os.listdir(layers) if ".old" in name]  # the old ones removed
     _, out = await _run(sandbox, "ls /marker /tmp/marker; pgrep -c sleep; hostname")
     assert out.splitlines()[:2] == ["0", "sbx-anew"]  # stdout, then stderr
     assert out.count("No such file") == 2
@@ -646,38 +653,120 @@ async def test_a_sandbox_whose_pid_1_ended_cannot_be_made_anew(
         await sandbox.reset("sbx-never")
 
 
-def _filter_answer(program: list[tuple[int, int, int, int]], arch: int, call: int) -> int:
+_ALLOW, _KILL, _EPERM, _ENOSYS = 0x7FFF0000, 0x80000000, 0x50000 | 1, 0x50000 | 38
+
+
+def _filter_answer(
+    program: list[tuple[int, int, int, int]], arch: int, call: int, arg0: int = 0, arg5: int = 0
+) -> int:
     """What a classic-BPF seccomp program answers for a call (only the instructions it uses)."""
+    words = {16: arg0 & 0xFFFFFFFF, 20: arg0 >> 32, 56: arg5 & 0xFFFFFFFF, 60: arg5 >> 32}
+    data = {0: call, 4: arch, **words}  # struct seccomp_data
     pc, accumulator = 0, 0
     while True:
         code, jt, jf, k = program[pc]
-        if code == 0x20:  # load a word of seccomp_data: the call's number (0) or arch (4)
-            accumulator = {0: call, 4: arch}[k]
-        elif code == 0x15:  # jump if equal
-            pc += jt if accumulator == k else jf
+        if code == 0x20:  # load a word of seccomp_data
+            accumulator = data[k]
+        elif code == 0x05:  # jump
+            pc += k
+        elif code in (0x15, 0x35, 0x45):  # jump if equal, greater or equal, any bit set
+            taken = {0x15: accumulator == k, 0x35: accumulator >= k, 0x45: accumulator & k}
+            pc += jt if taken[code] else jf
         elif code == 0x06:  # return
             return k
+        else:
+            raise AssertionError(f"instruction {code:#x} is not one a seccomp program uses here")
         pc += 1
 
 
-@pytest.mark.parametrize(
-    ("arch", "keyctl", "getpid"),
-    [
-        (0xC000003E, 250, 39),
-        (0x40000003, 288, 20),
-        (0xC00000B7, 219, 172),
-        (0xC00000F3, 219, 172),
-        (0x1234, 250, 39),
-    ],
-)
-def test_the_keyring_filter_refuses_only_the_keyring_calls_of_each_architecture(
-    arch: int, keyctl: int, getpid: int
-) -> None:
-    program = _keyring_filter()
-    refused, allowed = 0x00050000 | errno.EPERM, 0x7FFF0000
-    known = arch != 0x1234
-    assert _filter_answer(program, arch, keyctl) == (refused if known else allowed)
-    assert _filter_answer(program, arch, getpid) == allowed
+# machine, AUDIT_ARCH_* value, and calls' numbers in each architecture's table in that order
+ARCHES = {
+    "x86_64": ("x86_64", 0xC000003E),
+    "i386": ("x86_64", 0x40000003),
+    "aarch64": ("aarch64", 0xC00000B7),
+    "riscv64": ("riscv64", 0xC00000F3),
+}
+CALLS = {
+    # refused, as Docker's default profile refuses them
+    "keyctl": (250, 288, 219, 219),
+    "add_key": (248, 286, 217, 217),
+    "bpf": (321, 357, 280, 280),
+    "perf_event_open": (298, 336, 241, 241),
+    "io_uring_setup": (425, 425, 425, 425),
+    "io_uring_enter": (426, 426, 426, 426),
+    "unshare": (272, 310, 97, 97),
+    "setns": (308, 346, 268, 268),
+    "mount": (165, 21, 40, 40),
+    "open_by_handle_at": (304, 342, 265, 265),
+    "userfaultfd": (323, 374, 282, 282),
+    "kexec_load": (246, 283, 104, 104),
+    "init_module": (175, 128, 105, 105),
+    "fsopen": (430, 430, 430, 430),
+    # allowed
+    "getpid": (39, 20, 172, 172),
+    "read": (0, 3, 63, 63),
+    "ptrace": (101, 26, 117, 117),
+    "chroot": (161, 61, 51, 51),
+    # judged by their arguments
+    "clone": (56, 120, 220, 220),
+    "clone3": (435, 435, 435, 435),
+    "personality": (135, 136, 92, 92),
+    "socket": (41, 359, 198, 198),
+}
+REFUSED = list(CALLS)[:14]
+
+
+@pytest.mark.parametrize("arch", list(ARCHES))
+def test_commands_filter_refuses_what_dockers_default_profile_refuses(arch: str) -> None:
+    (machine, code), column = ARCHES[arch], list(ARCHES).index(arch)
+    program = _command_filter(machine)
+
+    def answer(name: str, arg0: int = 0) -> int:
+        return _filter_answer(program, code, CALLS[name][column], arg0)
+
+    assert {name: answer(name) for name in REFUSED} == dict.fromkeys(REFUSED, _EPERM)
+    assert [answer(name) for name in ("getpid", "read", "ptrace", "chroot")] == [_ALLOW] * 4
+    # user (and every other) namespaces: not through clone's flags, clone3 not at all (ENOSYS:
+    # the C library falls back to clone)
+    assert answer("clone", 0x01200011) == _ALLOW  # fork's flags
+    for flag in (0x10000000, 0x20000000, 0x40000000, 0x00020000, 0x02000000):
+        assert answer("clone", 0x01200011 | flag) == _EPERM
+    assert answer("clone3") == _ENOSYS
+    assert answer("personality", 0) == _ALLOW and answer("personality", 0xFFFFFFFF) == _ALLOW
+    assert answer("personality", 0x0040000) == _EPERM  # ADDR_NO_RANDOMIZE
+    assert answer("socket", 2) == _ALLOW and answer("socket", 10) == _ALLOW  # AF_INET(6)
+    for family in (38, 40, 46, 1000):  # AF_ALG, AF_VSOCK, beyond AF_MAX
+        assert answer("socket", family) == _EPERM
+    # a call newer than the table: ENOSYS, as from an older kernel
+    assert _filter_answer(program, code, 470) == _ENOSYS
+
+
+PLACEHOLDER_KEY = 0x6B657932_6B657931  # the program's, until PID 1 puts its own key in
+
+
+@pytest.mark.parametrize("arch", list(ARCHES))
+def test_only_pid_1s_key_lets_the_calls_it_makes_a_sandbox_anew_with_through(arch: str) -> None:
+    (machine, code), column = ARCHES[arch], list(ARCHES).index(arch)
+    program = _command_filter(machine)
+    native = arch != "i386"  # PID 1 runs as its machine's architecture
+
+    def answer(name: str, arg0: int = 0, key: int = 0) -> int:
+        return _filter_answer(program, code, CALLS[name][column], arg0, key)
+
+    for name in ("mount", "setns", "unshare"):
+        assert answer(name) == _EPERM
+        assert answer(name, key=PLACEHOLDER_KEY ^ 1) == _EPERM
+        assert answer(name, key=PLACEHOLDER_KEY) == (_ALLOW if native else _EPERM)
+    assert answer("unshare", 0x10000000, PLACEHOLDER_KEY) == _EPERM  # never a user namespace
+    assert answer("bpf", key=PLACEHOLDER_KEY) == _EPERM
+
+
+def test_commands_filter_kills_calls_of_an_unknown_architecture_or_abi() -> None:
+    assert _filter_answer(_command_filter("aarch64"), 0x40000028, 20) == _KILL  # 32-bit ARM
+    assert _filter_answer(_command_filter("aarch64"), 0xC000003E, 39) == _KILL  # not aarch64
+    x86_64 = _command_filter("x86_64")
+    assert _filter_answer(x86_64, 0xC000003E, 0x40000000 | 39) == _KILL  # x32's getpid
+    assert _filter_answer(x86_64, 0xC00000B7, 172) == _KILL
 
 
 async def test_root_in_a_sandbox_has_no_keyrings(sandbox: NamespaceSandbox) -> None:
@@ -692,3 +781,121 @@ async def test_root_in_a_sandbox_has_no_keyrings(sandbox: NamespaceSandbox) -> N
         f"print(libc.syscall({keyctl}, 0, -4, 0), ctypes.get_errno())'",
     )
     assert (code, out) == (0, f"-1 {errno.EPERM}\n")
+
+
+async def test_a_sandbox_has_its_own_cgroups_as_the_root_of_those_it_sees(
+    sandbox: NamespaceSandbox,
+) -> None:
+    _, out = await _run(sandbox, "cat /proc/self/cgroup /proc/1/cgroup")
+    assert out and all(line.endswith(":/") for line in out.splitlines())
+
+
+def test_the_base_layer_copies_only_what_every_user_may_read(tmp_path: Path) -> None:
+    source = tmp_path / "etc" / "ssl"
+    (source / "private").mkdir(parents=True)
+    (source / "private" / "key.pem").write_text("secret")
+    (source / "private").chmod(0o700)
+    (source / "certs").mkdir()
+    (source / "certs" / "ca.pem").write_text("public")
+    (source / "certs" / "own.pem").write_text("own")
+    (source / "certs" / "own.pem").chmod(0o600)
+    (source / "certs" / "link.pem").symlink_to("ca.pem")
+    (tmp_path / "outside").write_text("followed")
+    (source / "certs" / "out.pem").symlink_to(tmp_path / "outside")
+    copy = tmp_path / "copy"
+    _copy(str(source), str(copy), (str(source / "certs"),))
+    assert sorted(p.name for p in copy.rglob("*")) == ["ca.pem", "certs", "link.pem", "out.pem"]
+    assert (copy / "certs" / "link.pem").is_symlink()  # a link within what is kept stays one
+    assert not (copy / "certs" / "out.pem").is_symlink()  # else what it leads to is copied
+    assert (copy / "certs" / "out.pem").read_text() == "followed"
+    info, original = (copy / "certs" / "ca.pem").stat(), (source / "certs" / "ca.pem").stat()
+    assert (info.st_mode, info.st_mtime_ns) == (original.st_mode, original.st_mtime_ns)
+
+
+async def test_the_server_reaches_a_sandboxs_files_only_as_its_processes_could(
+    sandbox: NamespaceSandbox,
+) -> None:
+    user = sandbox.user("user")
+    assert (await _run(sandbox, "echo root-only > /root-file; chmod 600 /root-file"))[0] == 0
+    assert sandbox.read_file("/root-file") == b"root-only\n"  # root of the sandbox may
+    with pytest.raises(PermissionError):
+        sandbox.as_user(user, lambda root: _files.read_file(root, "/root-file"))
+    # PID 1's environment needs CAP_SYS_PTRACE, which no process of the sandbox has
+    with pytest.raises(PermissionError):
+        sandbox.read_file("/proc/1/environ")
+    sandbox.write_file("/home/user/made", b"x", user)
+    assert (await _run(sandbox, "stat -c %U /home/user/made"))[1] == "user\n"
+    with pytest.raises(PermissionError):
+        sandbox.write_file("/etc/made", b"x", user)
+
+
+@pytest.fixture
+async def small_disk(tmp_path: Path) -> AsyncIterator[SandboxHost]:
+    host = SandboxHost(IsolationConfig(tmp_path / "state", disk_bytes=64 * 2**20))
+    host.reap_leftovers()
+    yield host
+    await host.aclose()
+    host.reap_leftovers()
+    host.cgroups.remove_base()
+
+
+async def test_a_sandbox_writes_no_more_than_its_disk_and_a_reset_gives_it_all_back(
+    small_disk: SandboxHost,
+) -> None:
+    sandbox = await small_disk.create("sbx-disk", LIMITS)
+    assert isinstance(sandbox, NamespaceSandbox)
+    write = "head -c {}M /dev/zero > {} && echo written"
+    try:
+        code, out = await _run(sandbox, write.format(100, "/root/big"))
+        assert code != 0 and "No space left on device" in out
+        assert "No space left on device" in (await _run(sandbox, write.format(9, "/usr/big")))[1]
+        assert sandbox.disk is not None
+        image = sandbox.disk.stat()
+        assert image.st_blocks * 512 <= 64 * 2**20  # on the host: no more than the disk
+        await _run(sandbox, "rm /root/big")
+        assert (await _run(sandbox, write.format(40, "/root/big")))[1] == "written\n"
+        await sandbox.reset("sbx-disk-again")  # the layers it wrote on are removed first
+        assert (await _run(sandbox, write.format(40, "/root/big")))[1] == "written\n"
+        # a full disk has no room for new layers: the sandbox is ended (a new one booted)
+        await _run(sandbox, write.format(100, "/root/more"))
+        with pytest.raises(SandboxError, match="No space left on device"):
+            await sandbox.reset("sbx-disk-full")
+    finally:
+        await sandbox.close()
+
+
+async def test_all_sandboxes_processes_together_are_capped(tmp_path: Path) -> None:
+    host = SandboxHost(IsolationConfig(tmp_path / "state", pids=40))
+    if host.cgroups.mode == "none":
+        pytest.skip("no writable cgroups here")
+    host.reap_leftovers()
+    boxes = [await host.create(f"sbx-many{i}", Limits(2**30, 1, pids=4096)) for i in (1, 2)]
+    try:
+        for box in boxes:
+            await _run(box, "for i in $(seq 30); do sleep 5 & done")
+        assert sum(len(box.cgroup.pids()) for box in boxes) <= 40
+    finally:
+        for box in boxes:
+            await box.close()
+        await host.aclose()
+        host.reap_leftovers()
+        host.cgroups.remove_base()
+
+
+def test_the_default_cap_leaves_a_quarter_of_the_hosts_processes_to_it() -> None:
+    limits = [int(Path(f"/proc/sys/kernel/{n}").read_text()) for n in ("pid_max", "threads-max")]
+    assert default_pids_cap() == 3 * min(limits) // 4
+
+
+async def test_a_sandbox_has_the_hosts_system_accounts_only_and_its_user_is_1000(
+    sandbox: NamespaceSandbox,
+) -> None:
+    user = sandbox.user("user")
+    assert (user.uid, user.gid) == (1000, 1000)
+    _, out = await _run(sandbox, "cat /etc/passwd /etc/group")
+    lines = out.splitlines()
+    assert any(line.startswith("root:x:0:") for line in lines)
+    host = await anyio.Path("/etc/passwd").read_text()
+    for entry in (line.split(":") for line in host.splitlines()):
+        if 1000 <= int(entry[2]) < 60000:  # the host's users: none of the sandbox's
+            assert not any(line.startswith(f"{entry[0]}:") for line in lines)

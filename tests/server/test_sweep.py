@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from inspect_swarm.server._sweep import sample_arms, sweep
 
-from .conftest import needs_namespaces, start_server
+from .conftest import environment_args, needs_namespaces, start_server
 
 pytestmark = [needs_namespaces, pytest.mark.slow]
 
@@ -30,11 +29,9 @@ def test_sweep_gathers_logs_in_one_directory(tmp_path: Path) -> None:
     shared = tmp_path / "sweep"
     shared.mkdir()
     (shared / "tiny.py").write_text(TASK)
-    # each sandbox has a private /tmp: share the environment that runs `inspect` too, wherever
-    # the checkout lives (CI's may be under /tmp)
-    environment = str(Path(sys.prefix).parent)
+    # the environment that runs `inspect` too
     server = start_server(
-        tmp_path / "state", "--memory-gib", "4", "--share", str(shared), "--share", environment
+        tmp_path / "state", "--memory-gib", "4", "--share", str(shared), *environment_args()
     )
     try:
         arms = {

@@ -18,6 +18,7 @@ from .conftest import (
     READ_ONLY_KEY,
     Server,
     needs_namespaces,
+    point_e2b_at,
     start_server,
     wait_for,
     wait_until,
@@ -196,10 +197,7 @@ def test_used_through_the_unmodified_e2b_sdk(
     server: Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     e2b = pytest.importorskip("e2b")
-    monkeypatch.setenv("E2B_API_URL", server.url)
-    monkeypatch.setenv("E2B_SANDBOX_URL", server.url)
-    monkeypatch.setenv("E2B_API_KEY", KEY)
-    monkeypatch.delenv("E2B_DOMAIN", raising=False)
+    point_e2b_at(server, monkeypatch)
     with server.client() as client:
         made = client.sandboxes.create(size=TINY, env={"GREETING": "hello"})
         sandbox = e2b.Sandbox.connect(made["sandboxId"])

@@ -9,6 +9,10 @@ load: a v1 memory cgroup is the slowest), so a sandbox's cgroups are kept once i
 and emptied, and the next sandbox gets them with its own limits written and the `oom_kill`
 counter read afresh. At most as many are kept as ever ran at once.
 
+The base caps the processes of all sandboxes at once (`pids.max`), below what the kernel
+allows in all (`default_pids_cap`): a sandbox's own cap times the sandboxes running at once
+could otherwise take every pid the host has.
+
 A server removes its base cgroups when it stops. One that is killed cannot, so each server
 names its bases in a claim, a file under /run/inspect-swarm that it holds locked (`flock`)
 for as long as it lives; a starting server removes the bases of every claim nobody holds.
@@ -45,6 +49,16 @@ class Limits:
     memory_bytes: int
     vcpus: int
     pids: int = 4096
+
+
+def default_pids_cap() -> int:
+    """Three quarters of the processes the kernel allows in all (the smaller of
+    `kernel.pid_max` and `kernel.threads-max`): the rest is the host's."""
+    limits = []
+    for name in ("pid_max", "threads-max"):
+        with contextlib.suppress(OSError, ValueError):
+            limits.append(int(Path(f"/proc/sys/kernel/{name}").read_text()))
+    return max(1, 3 * min(limits, default=32768) // 4)
 
 
 def _own_cgroups() -> dict[str, str]:
@@ -94,6 +108,11 @@ class Cgroups:
         with contextlib.suppress(OSError):  # nowhere to claim: a killed server's bases stay
             self._claim = _Claim.make(self._bases)
         return self
+
+    def cap_pids(self, most: int) -> None:
+        """Cap the processes of all sandboxes at once at `most` (OSError if it cannot)."""
+        if self.mode != "none":
+            _write(self._bases["" if self.mode == "v2" else "pids"] / "pids.max", str(most))
 
     def remove_all(self) -> bool:
         """Kill and remove every sandbox cgroup under this server's base (an earlier run's too).

@@ -37,6 +37,16 @@ def _size(text: str) -> dict[str, int]:
     return size
 
 
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of GiB, 0 or more, got {text!r}")
+    return value
+
+
 def _positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text!r}")
@@ -157,6 +167,25 @@ def _server_parser(server: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="a host directory mounted read-write at the same path in every sandbox "
         "(for example a log directory for sweeps)",
+    )
+    add(
+        "--expose",
+        action="append",
+        default=[],
+        metavar="HOST[:PATH]",
+        help="a host path mounted read-only in every sandbox, at PATH or at its own path "
+        "(repeatable; for example an interpreter's prefix)",
+    )
+    add(
+        "--disk-gib",
+        type=_non_negative,
+        help="each sandbox's disk, what its writes may take (default: 12, or less on a "
+        "small disk; 0: no quota)",
+    )
+    add(
+        "--max-pids",
+        type=_positive,
+        help="the most processes of all sandboxes at once (default: 3/4 of the kernel's)",
     )
     add("--ready-file", type=Path, help="write {url, apiKey} here once listening")
 
@@ -352,6 +381,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     masks=tuple(args.mask),
                     shares=tuple(args.share),
                     ready_file=args.ready_file,
+                    exposes=tuple(args.expose),
+                    disk_gib=args.disk_gib,
+                    max_pids=args.max_pids,
                 )
             )
             return 0

@@ -1,12 +1,14 @@
 """Isolated sandboxes on this machine: create one, run processes in it, reach its files, end it.
 
 Two modes. `namespaces` (Linux, root): a factory process (`_sandbox_init.py`) forks each
-sandbox's PID 1 into new PID, mount, UTS, IPC and network namespaces; PID 1 mounts an overlay
-over the host's root so writes stay private, starts the sandbox's commands when asked on its
-control socket, and makes the sandbox anew for a run's next command (`reset`). `process`
-(anything else): plain processes in a private directory, no isolation, which every run
-reports. Both put a sandbox's processes in its own cgroups when this machine allows it, for
-memory and pids limits.
+sandbox's PID 1 into new PID, mount, UTS, IPC, cgroup and network namespaces; PID 1 builds a
+root of what the host allows it (`SYSTEM_DIRS`, part of /etc, what the server exposes and
+shares) with writable layers on a disk of the quota's size, starts the sandbox's commands
+when asked on its control socket, and makes the sandbox anew for a run's next command
+(`reset`). The server reaches a sandbox's files as a process of the sandbox would
+(`_files.run_as`). `process` (anything else): plain processes in a private directory, no
+isolation, which every run reports. Both put a sandbox's processes in its own cgroups when
+this machine allows it, for memory and pids limits.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import array
 import contextlib
 import errno
 import fcntl
+import functools
 import hashlib
 import marshal
 import os
@@ -24,24 +27,56 @@ import signal
 import socket
 import struct
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 import anyio
 
 from . import _files
-from ._cgroups import Cgroups, Limits, SandboxCgroup
+from ._cgroups import Cgroups, Limits, SandboxCgroup, default_pids_cap
+from ._disks import Disk, DiskError, DiskPool
 from ._forward import MAX_CONNECTIONS, Forwarder
 from ._process import ChildProcess, HostProcess, SandboxProcess, SpawnOptions, spawn
+from ._sandbox_init import KEPT_CAPABILITIES
 
 IsolationMode = Literal["namespaces", "process"]
 NetworkMode = Literal["none", "host"]
 
+T = TypeVar("T")
+
 _INIT = Path(__file__).with_name("_sandbox_init.py")
 _BOOT_TIMEOUT = 30.0
-_DEFAULT_MASKS = ("/root/.ssh", "/etc/ssh")
+GIB = 1024**3
+DISK_BYTES = 12 * GIB
+"""Each sandbox's disk, as the spec's (`--disk-gib` sets another)."""
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt")
+"""The host's directories every sandbox has, under a writable layer of its own (a link among
+them, as merged-/usr systems have, is a link in the sandbox too)."""
+ETC_ENTRIES = (
+    # accounts (with the sandbox's `user` added; shadow files of the sandbox's own), shells,
+    # logins and the tools that manage accounts
+    *("passwd", "group", "subuid", "subgid", "shells", "login.defs", "skel", "default"),
+    *("adduser.conf", "deluser.conf", "pam.conf", "pam.d", "security"),
+    *("profile", "profile.d", "bash.bashrc", "bashrc", "environment", "inputrc"),
+    # names and the network
+    *("hosts", "resolv.conf", "nsswitch.conf", "host.conf", "gai.conf", "networks"),
+    *("protocols", "services", "ethertypes", "rpc"),
+    # the dynamic linker, alternatives, certificates
+    *("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives"),
+    *("ssl", "ca-certificates", "ca-certificates.conf", "pki", "crypto-policies"),
+    # locale, time, the system's release
+    *("locale.alias", "locale.conf", "locale.gen", "localtime", "timezone"),
+    *("os-release", "lsb-release", "debian_version", "alpine-release", "fedora-release"),
+    *("redhat-release", "system-release"),
+    # configuration that programs' own files in /usr lead to
+    *("python3*", "perl", "java-*", "fonts", "mime.types", "magic", "magic.mime"),
+    *("mailcap", "terminfo", "mtab"),
+)
+"""What sandboxes have of the host's /etc (`name*` matches by prefix), and of that only
+what every user of the host may read: never the host's shadow files (a sandbox's have every
+password locked), keys, or the machine's own configuration."""
 _USER = ("user", 1000)
 """The account every sandbox has besides root (the uid, or the next free one)."""
 _FS_IOC_GETFLAGS, _FS_IOC_SETFLAGS, _FS_TOPDIR_FL = 0x80086601, 0x40086602, 0x00020000
@@ -66,6 +101,13 @@ class IsolationConfig:
     """The server's (host, port), forwarded from inside sandboxes on a loopback-only network."""
     forward_limit: int = MAX_CONNECTIONS
     """The most connections one sandbox may have open through the forwarder."""
+    exposes: tuple[tuple[str, str], ...] = ()
+    """Host paths (resolved) mounted read-only in every sandbox, besides `SYSTEM_DIRS` and
+    `ETC_ENTRIES`: (host path, path in the sandbox)."""
+    disk_bytes: int = DISK_BYTES
+    """Each sandbox's disk: what its writable layers may hold (0: no quota)."""
+    pids: int | None = None
+    """The most processes of all sandboxes at once (None: `default_pids_cap`)."""
 
 
 @dataclass(frozen=True)
@@ -118,7 +160,7 @@ class Sandbox:
         """Look `name` up in the sandbox's own /etc/passwd."""
         if name == "root":
             return ROOT
-        passwd = _files.read_file(self.root, "/etc/passwd").decode(errors="replace")
+        passwd = self.read_file("/etc/passwd").decode(errors="replace")
         for line in passwd.splitlines():
             entry = line.split(":")
             if len(entry) >= 7 and entry[0] == name:
@@ -152,14 +194,18 @@ class Sandbox:
         self._processes.discard(process)
         process.close()
 
+    def as_user(self, user: User, operation: Callable[[str], T]) -> T:
+        """`operation(root)` on the sandbox's files (`root`: its root directory) with what
+        `user` may do in the sandbox; blocks until it is done."""
+        return operation(self.root)
+
     def read_file(self, path: str, limit: int | None = None) -> bytes:
-        """Read a file of the sandbox (absolute path as seen inside)."""
-        return _files.read_file(self.root, path, limit)
+        """Read a file of the sandbox (absolute path as seen inside) as its root."""
+        return self.as_user(ROOT, lambda root: _files.read_file(root, path, limit))
 
     def write_file(self, path: str, data: bytes, user: User = ROOT) -> None:
-        """Write a file of the sandbox, owned by `user`."""
-        owner = None if user.uid == 0 else (user.uid, user.gid)
-        _files.write_file(self.root, path, data, owner)
+        """Write a file of the sandbox as `user`."""
+        self.as_user(user, lambda root: _files.write_file(root, path, data))
 
     def oom_killed(self) -> bool:
         """Whether the kernel killed a process of the sandbox for memory."""
@@ -221,13 +267,20 @@ async def _release_cgroup(cgroups: Cgroups, cgroup: SandboxCgroup) -> None:
 
 @dataclass
 class NamespaceSandbox(Sandbox):
-    """A sandbox in its own namespaces, on an overlay of the host's root."""
+    """A sandbox in its own namespaces, on a root of what the host allows it."""
 
     init_pid: int = 0
     init_fd: int = -1
     """A pidfd of PID 1: signalled and watched without risk of a reused pid."""
     root_fd: int = -1
     """PID 1's root directory, opened once it is built."""
+    layer_fd: int = -1
+    """The directory of the root's layers (the sandbox's disk), from PID 1: where the layers
+    a reset put aside are removed from."""
+    disk: Path | None = None
+    """The image of the sandbox's disk, removed when it ends."""
+    disks: DiskPool | None = None
+    """Where the sandbox's disk came from, which lets it go once the sandbox has ended."""
     control: socket.socket | None = None
     """PID 1's control socket: it starts and signals commands, and ends with it."""
     forwarder: Forwarder | None = None
@@ -245,6 +298,11 @@ class NamespaceSandbox(Sandbox):
         if self.root_fd < 0 or _ended(self.init_fd):
             raise ProcessLookupError(errno.ESRCH, f"sandbox {self.id} has ended")
         return f"/proc/self/fd/{self.root_fd}"
+
+    def as_user(self, user: User, operation: Callable[[str], T]) -> T:
+        """`operation(root)` on a thread with the ids, groups and capabilities a process of
+        `user` has in the sandbox (`_files.run_as`)."""
+        return _files.run_as(self.root, user.name, user.uid, user.gid, _kept_mask(), operation)
 
     async def _start(
         self, argv: Sequence[str], env: dict[str, str], cwd: str, user: User, stdin: bool
@@ -292,17 +350,19 @@ class NamespaceSandbox(Sandbox):
         await self._send(f"reset {sandbox_id}".encode(), [])
         with anyio.fail_after(_BOOT_TIMEOUT):
             message, fds = await _receive(self._control())
-        listener = _listener(message, fds)
+        handles = _ready(message, fds)
         for process in list(self._processes):
             await process.wait()  # PID 1 has reaped it
             self.forget(process)
-        if listener is not None:
-            self._listen(listener)
+        if "listener" in handles:
+            self._listen(socket.socket(fileno=handles["listener"]))
         self.root_fd = _open_root(self.init_pid)
         self.id = sandbox_id
         self.cgroup.count_from_now()
-        # a layer a command changed is left beside the new one, to be removed here
-        old = [entry.path for entry in os.scandir(self.dir) if ".old" in entry.name]
+        # layers a command changed are left beside the new ones, to be removed here (before
+        # the next command: their space on the disk is its)
+        layers = f"/proc/self/fd/{self.layer_fd}"
+        old = [entry.path for entry in os.scandir(layers) if ".old" in entry.name]
         if old:
             await anyio.to_thread.run_sync(_remove_trees, old)
 
@@ -352,6 +412,14 @@ class NamespaceSandbox(Sandbox):
                 await anyio.wait_readable(self.init_fd)
                 self.init_fd = _closed(self.init_fd)
             self.root_fd = _closed(self.root_fd)
+            if self.disks is not None and self.layer_fd >= 0:
+                # the disk's last mount: PID 1 ended without waiting to unmount it, and
+                # neither does this
+                self.disks.let_go(self.layer_fd)
+                self.layer_fd = -1
+            self.layer_fd = _closed(self.layer_fd)
+            if self.disk is not None:
+                self.disk.unlink(missing_ok=True)  # its space goes with the last mount of it
             if self.control is not None:
                 _close_socket(self.control)
                 self.control = None
@@ -387,6 +455,14 @@ class ProcessSandbox(Sandbox):
         return User(name, os.geteuid(), os.getegid(), home)
 
 
+@functools.cache
+def _kept_mask() -> int:
+    """The capabilities a root of a sandbox has: those it keeps that this server has."""
+    with open("/proc/self/status") as status:
+        permitted = next(int(line.split()[1], 16) for line in status if line.startswith("CapPrm"))
+    return permitted & sum(1 << capability for capability in KEPT_CAPABILITIES)
+
+
 def base_cgroup_name(state_dir: Path) -> str:
     """The name of the cgroups under which a server on `state_dir` puts its sandboxes'."""
     digest = hashlib.sha1(str(state_dir.resolve()).encode()).hexdigest()[:10]
@@ -410,20 +486,44 @@ class SandboxHost:
             else "process"
         )
         self.cgroups = Cgroups.detect(base_cgroup_name(config.state_dir))
-        self.sandbox_dir = config.state_dir.resolve() / "sbx"
+        self.pids = config.pids or default_pids_cap()
+        """The most processes of all sandboxes at once (their base cgroup's limit)."""
+        self.cgroups.cap_pids(self.pids)
+        state_dir = config.state_dir.resolve()
+        self.sandbox_dir = state_dir / "sbx"
         self._forwarder = (
             None if config.forward is None else Forwarder(config.forward, config.forward_limit)
         )
-        base = config.state_dir.resolve() / "base"
-        self._factory = _Factory([str(self.sandbox_dir), str(base), _USER[0], str(_USER[1])])
+        self._disks: DiskPool | None = None
+        if self.mode == "namespaces" and config.disk_bytes:
+            search = os.pathsep.join([os.environ.get("PATH", ""), DEFAULT_PATH])
+            try:
+                self._disks = DiskPool(state_dir / "disks", config.disk_bytes, search)
+            except DiskError as ex:
+                raise SandboxError(ex.strerror) from None
+        settings = {
+            "base": str(state_dir / "base"),
+            "user": _USER[0],
+            "uid": _USER[1],
+            "system": list(SYSTEM_DIRS),
+            "etc": list(ETC_ENTRIES),
+            "mounts": [*config.exposes, *((path, path) for path in config.shares)],
+        }
+        self._factory = _Factory([str(self.sandbox_dir), marshal.dumps(settings).hex()])
 
     def describe(self) -> dict[str, object]:
         """The isolation this server gives, as reported by the API."""
         if self.mode == "namespaces":
             note = (
-                "namespaces (pid, mount, uts, ipc"
+                "namespaces (pid, mount, uts, ipc, cgroup"
                 + (", net: loopback only" if self.config.network == "none" else "; host network")
-                + f"), overlay root, cgroups {self.cgroups.mode}"
+                + "), a root of the host's system directories only, seccomp as Docker's default"
+                + f", cgroups {self.cgroups.mode}"
+                + (
+                    f", disk {self.config.disk_bytes / GIB:g} GiB each"
+                    if self.config.disk_bytes
+                    else ", no disk quota"
+                )
             )
         else:
             note = (
@@ -442,6 +542,8 @@ class SandboxHost:
         """Stop making sandboxes: ends every namespace sandbox still running."""
         with anyio.CancelScope(shield=True):
             await self._factory.stop()
+            if self._disks is not None:
+                await anyio.to_thread.run_sync(self._disks.close)
         if self._forwarder is not None:
             self._forwarder.close()
 
@@ -475,22 +577,39 @@ class SandboxHost:
         config = {
             "dir": str(sandbox.dir),
             "hostname": sandbox.id,
-            "masks": [str(self.config.state_dir.resolve()), *_DEFAULT_MASKS, *self.config.masks],
+            "exposes": list(self.config.exposes),
             "shares": list(self.config.shares),
+            # the state directory, should a share or an exposed path hold it
+            "masks": [str(self.config.state_dir.resolve()), *self.config.masks],
             "loopback": self.config.network == "none",
             "cgroups": [str(p) for p in sandbox.cgroup.procs_files],
             "listen": None if target is None else (target[1], ":" in target[0]),
         }
+        disk = None if self._disks is None else await self._take_disk()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         ours.setblocking(False)
         sandbox.control = ours
-        with theirs:
-            await self._factory.request(marshal.dumps(config), theirs.fileno())
-        listener = await _answer(sandbox)
+        try:
+            with theirs:
+                fds = [theirs.fileno()] + ([] if disk is None else [disk.mount])
+                await self._factory.request(marshal.dumps(config), fds)
+        finally:
+            if disk is not None:  # PID 1 has it now, or never will: the image goes with it
+                sandbox.disk, sandbox.disks = disk.image, self._disks
+                os.close(disk.mount)
+        handles = await _answer(sandbox)
+        sandbox.layer_fd = handles.pop("layer", -1)
         sandbox.root_fd = _open_root(sandbox.init_pid)
         sandbox.forwarder = self._forwarder
-        if listener is not None:
-            sandbox._listen(listener)
+        if "listener" in handles:
+            sandbox._listen(socket.socket(fileno=handles["listener"]))
+
+    async def _take_disk(self) -> Disk:
+        assert self._disks is not None
+        try:
+            return await self._disks.take()
+        except OSError as ex:
+            raise SandboxError(f"cannot make the sandbox's disk: {ex.strerror or ex}") from None
 
 
 class _Factory:
@@ -498,7 +617,8 @@ class _Factory:
 
     def __init__(self, settings: list[str]) -> None:
         self._settings = settings
-        """What the factory is started with: its sandboxes' directory, base layer, user, uid."""
+        """What the factory is started with: its sandboxes' directory, then the rest of its
+        settings (see `_Setup` in `_sandbox_init`), in hex."""
         self._socket: socket.socket | None = None
         self._process: ChildProcess | None = None
         self._sending = anyio.Lock()
@@ -518,12 +638,13 @@ class _Factory:
         self._socket = ours
         return ours
 
-    async def request(self, config: bytes, control: int) -> None:
-        """Ask for a sandbox with the control socket `control` (starting the factory if need be)."""
+    async def request(self, config: bytes, fds: list[int]) -> None:
+        """Ask for a sandbox with the control socket `fds[0]` (and its disk, `fds[1]`),
+        starting the factory if need be."""
         for attempt in (1, 2):
             sock = self._socket or self._start()
             try:
-                await _send_fds(sock, self._sending, config, [control])
+                await _send_fds(sock, self._sending, config, fds)
                 return
             except _ENDED:
                 # it died, killing its sandboxes: start a new one (unless another boot has)
@@ -545,10 +666,10 @@ class _Factory:
             process.close()
 
 
-async def _answer(sandbox: NamespaceSandbox) -> socket.socket | None:
+async def _answer(sandbox: NamespaceSandbox) -> dict[str, int]:
     """Read a boot's answer on the control socket: PID 1's `started` with a pidfd of itself,
-    then its `ready` with the forwarder's listener, if asked; the listener. Raises SandboxError
-    with PID 1's or the factory's reason (PID 1's pidfd kept, for `close` to end it)."""
+    then its `ready` with its descriptors; those, by name. Raises SandboxError with PID 1's
+    or the factory's reason (PID 1's pidfd kept, for `close` to end it)."""
     assert sandbox.control is not None
     message, fds = "", list[int]()
     deadline = anyio.current_time() + _BOOT_TIMEOUT
@@ -565,16 +686,17 @@ async def _answer(sandbox: NamespaceSandbox) -> socket.socket | None:
     if first.cancelled_caught or rest.cancelled_caught:
         _close_all(fds)
         raise SandboxError(f"no answer from the sandbox's init in {_BOOT_TIMEOUT:g} s")
-    if sandbox.init_fd < 0 and message == "ready":
+    if sandbox.init_fd < 0 and message.startswith("ready"):
         message = ""  # not from a PID 1 that said `started`
-    return _listener(message, fds)
+    return _ready(message, fds)
 
 
-def _listener(message: str, fds: list[int]) -> socket.socket | None:
-    """The listener PID 1 sent with its `ready`, if any; SandboxError with its reason if it
-    did not say `ready`."""
-    if message == "ready":
-        return socket.socket(fileno=fds[0]) if fds else None
+def _ready(message: str, fds: list[int]) -> dict[str, int]:
+    """The descriptors PID 1 sent with its `ready`, by the names it gave them (`layer`,
+    `listener`); SandboxError with its reason if it did not say `ready`."""
+    verb, *names = message.split() or [""]
+    if verb == "ready" and len(names) == len(fds):
+        return dict(zip(names, fds, strict=True))
     _close_all(fds)
     raise SandboxError(message.removeprefix("error: ") or "the sandbox's init ended")
 

@@ -1,52 +1,63 @@
 """The factory of namespace sandboxes and each sandbox's PID 1. Stdlib only: runs outside the package.
 
-The server starts this file once, as `python -I -S _sandbox_init.py SANDBOXES BASE USER UID
-FD`, and sends each sandbox's config over the SOCK_SEQPACKET socket FD together with the
-sandbox's end of a SOCK_SEQPACKET socket pair, its control socket. Forking this small, running
-interpreter costs about half a millisecond where starting one costs 10-20 ms; every page it
-holds makes a fork dearer, so it imports little (configs and requests come as `marshal` data:
-both ends run the same interpreter, and `json` would pull in `re`).
+The server starts this file once, as `python -I -S _sandbox_init.py SANDBOXES SETTINGS FD`
+(SANDBOXES: the directory of its sandboxes' directories, which `ps` shows), and sends
+each sandbox's config over the SOCK_SEQPACKET socket FD together with the sandbox's end of a
+SOCK_SEQPACKET socket pair, its control socket, and its disk when the server gives sandboxes
+one (a mount attached nowhere, see `_disks.py`). Forking this small, running interpreter costs
+about half a millisecond where starting one costs 10-20 ms; every page it holds makes a fork
+dearer, so it imports little (settings, configs and requests come as `marshal` data: both
+ends run the same interpreter, and `json` would pull in `re`).
 
 The factory lives in a mount namespace of its own that receives the host's mounts but sends
-none back, where it keeps the base layer: a small read-only tmpfs at BASE with the account
-USER added to copies of the host's /etc/passwd and /etc/group and its home, laid over the
-host's root in every sandbox, so no sandbox copies those files up at boot. (Accounts added on
-the host later reach new sandboxes once the server restarts.)
+none back, where it keeps the base layer (`_prepare`): a small read-only tmpfs holding the
+skeleton of a root, the host's system directories' links and places for the others, the
+part of the host's /etc that programs need and every user of the host may read (the account
+USER added to /etc/passwd and /etc/group, with its home), and places to mount what the server
+exposes and shares. Nothing else of the host's is in a sandbox. (Changes to the host's /etc
+reach new sandboxes once the server restarts.)
 
 Per sandbox the factory forks PID 1 straight into a new PID namespace, and PID 1 unshares new
-mount, UTS, IPC and (usually) network namespaces, joins the sandbox's cgroups, builds its root
-(an overlay over the base layer and the host's root) and then serves its control socket: it
-starts commands with `posix_spawn` (no exec chain: each gets its session, user, directory,
-environment and pipes from PID 1 directly), signals their process groups, and reports each
-one's exit. Each of these processes dies with its parent (PR_SET_PDEATHSIG), PID 1 also when
-the server closes its control socket, and PID 1 keeps no descriptor of the factory's, so
-killing the server ends every sandbox and a sandbox cannot reach the factory.
+mount, UTS, IPC and (usually) network namespaces, joins the sandbox's cgroups and takes a
+cgroup namespace rooted there, attaches the sandbox's disk on its directory, builds its root
+(the base layer and the host's system directories, each under a writable layer on that
+disk) and then serves its control socket: it starts commands with `posix_spawn` (no exec
+chain: each gets its session, user, directory, environment and pipes from PID 1 directly),
+signals their process groups, and reports each one's exit. Each of these processes dies with
+its parent (PR_SET_PDEATHSIG), PID 1 also when the server closes its control socket, and PID
+1 keeps no descriptor of the factory's, so killing the server ends every sandbox and a
+sandbox cannot reach the factory.
 
-Config: {"dir": the sandbox's directory in SANDBOXES, "hostname", "masks": [paths], "shares":
-[paths], "loopback": bool, "cgroups": [cgroup.procs files], "listen": (port, ipv6) or None}.
-The control socket then gets `started` from PID 1 with a pidfd of PID 1, then `ready` (with a
-socket listening on `listen` inside the sandbox's network, if asked) or `error: ...`; or only
-`error: ...` from the factory.
+Config: {"dir": the sandbox's directory in SANDBOXES, "hostname", "exposes": [(host path,
+path in the sandbox)], "shares": [paths], "masks": [paths], "loopback": bool, "cgroups":
+[cgroup.procs files], "listen": (port, ipv6) or None}. The control socket then gets
+`started` from PID 1 with a pidfd of PID 1, then `ready layer [listener]` with the directory
+of the sandbox's layers (its disk's top) and a socket listening on `listen` inside its
+network, if asked, or `error: ...`; or only `error: ...` from the factory.
 
 Requests on the control socket: `spawn` with descriptors [request, status, stdout, stderr,
 stdin?], the request a memfd holding {"argv", "env", "cwd", "user", "uid", "gid"} (argv may
 be megabytes); `signal PID SIG` sends SIG to the process group of a command still running;
 `reset HOSTNAME` makes the sandbox anew for a run's next command (`_reset`: a fraction of a
 boot's cost, most of which is the PID and network namespaces and the fork of PID 1), then
-answers as a boot does, `ready` (with a new listener if the network was made anew) or
-`error: ...`, after which the server ends the sandbox.
+answers as a boot does, `ready [listener]` (with a new listener if the network was made
+anew) or `error: ...`, after which the server ends the sandbox.
 PID 1 writes `pid N` (N as seen inside the sandbox) to the status pipe, then `exit CODE`
 (negative: killed by that signal) once it has reaped the command. A command that cannot
-start is a process that says why on its stderr and exits 127 (no such program), 126 (not
-executable) or 125 (no such directory, or one its user may not enter), as `env` would. As
-after any `posix_spawn` of glibc, commands start with glibc's two internal signals (32 and 33)
-ignored, until a program that uses them sets them. PID 1 ignores SIGINT, the one signal
-python would have it handle: no signal sent from inside the sandbox can end it. Commands,
-root's included, run with Docker's default capabilities less CAP_MKNOD: PID 1 drops the rest
-from its bounding set once the sandbox is built, and cannot use the kernel's keyrings (a
-seccomp filter). As in Docker, the kernel's tunables under /proc/sys and the like are
-read-only, and what /proc and /sys tell of the host's kernel memory, keys, timers and
-firmware is hidden.
+start says why on its stderr and exits 127 (no such program), 126 (not executable) or 125
+(no such directory, or one its user may not enter), as `env` would: PID 1 writes that and
+reports `pid 0`, then the exit, with no process. As after any `posix_spawn` of glibc,
+commands start with glibc's two internal signals (32 and 33) ignored, until a program that
+uses them sets them. PID 1 ignores SIGINT, the one signal python would have it handle: no
+signal sent from inside the sandbox can end it. Commands, root's included, run with Docker's
+default capabilities less CAP_MKNOD (PID 1 drops the rest from its bounding set once the
+sandbox is built) and under a seccomp filter at least as strict as Docker's default profile,
+which PID 1 installs on itself once the sandbox is built: the calls it still needs to make
+the sandbox anew pass only with its key (`_call`). As in Docker, the kernel's
+tunables under /proc/sys and the like are read-only, and what /proc and /sys tell of the
+host's kernel memory, keys, timers and firmware is hidden. PID 1 never loads code from the
+sandbox's root: it reads /etc/group itself rather than through the C library's account
+lookups, which load the modules the sandbox's nsswitch.conf names.
 """
 
 from __future__ import annotations
@@ -81,14 +92,16 @@ _MS_REC = 16384
 _MS_PRIVATE = 1 << 18
 _MS_SLAVE = 1 << 19
 _MNT_DETACH = 2
-# glibc has no pivot_root(); its number on x86_64, and in the table aarch64 and riscv64 share
-_SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41}.get(os.uname().machine, -1)
+_MACHINE = os.uname().machine
+_COLUMNS = {"x86_64": 0, "aarch64": 2, "riscv64": 2}
+"""This machine's column of call numbers in `_REFUSED` (x86_64's, or the table aarch64 and
+riscv64 share)."""
 _PR_SET_PDEATHSIG = 1
 _PR_CAPBSET_DROP = 24
 # what a command run as root keeps: Docker's default set, less CAP_MKNOD (no device cgroup
 # here would stop a block device made with it); CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH,
 # CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_SYS_PTRACE and the rest would each reach past the sandbox
-_KEPT_CAPABILITIES = frozenset(
+KEPT_CAPABILITIES = frozenset(
     {
         0,  # CAP_CHOWN
         1,  # CAP_DAC_OVERRIDE
@@ -106,11 +119,13 @@ _KEPT_CAPABILITIES = frozenset(
     }
 )
 _CLONE_NEWNS = 0x00020000
+_CLONE_NEWCGROUP = 0x02000000
 _CLONE_NEWUTS = 0x04000000
 _CLONE_NEWIPC = 0x08000000
 _CLONE_NEWPID = 0x20000000
 _CLONE_NEWNET = 0x40000000
 _MAX_FD = os.sysconf("SC_OPEN_MAX")
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _END_SECONDS = 5.0
 _DEVICES = {
     "null": (1, 3),
@@ -147,13 +162,27 @@ def _check(result: int, what: str) -> None:
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
+_key = 0
+"""PID 1's key to the calls commands' seccomp filter refuses and PID 1 needs (see `_call`)."""
+
+
+def _call(name: str, *args: bytes | int | None) -> int:
+    """Make a call PID 1 needs after its sandbox is built, and commands may never make
+    (`_KEYED`), with PID 1's key as its sixth argument: none of these calls uses one, and
+    commands' filter, which PID 1 runs under too, lets them through with the key only."""
+    words = [ctypes.c_long(a) if isinstance(a, int) else a for a in args]
+    words += [ctypes.c_long(0)] * (5 - len(words))
+    return int(_libc.syscall(_REFUSED[name][_COLUMNS[_MACHINE]], *words, ctypes.c_uint64(_key)))
+
+
 def _mount(source: str, target: str, fstype: str | None, flags: int, data: str = "") -> None:
     _check(
-        _libc.mount(
+        _call(
+            "mount",
             source.encode(),
             target.encode(),
             fstype.encode() if fstype else None,
-            ctypes.c_ulong(flags),
+            flags,
             data.encode() if data else None,
         ),
         f"mount {fstype or 'bind'} on {target}",
@@ -185,47 +214,201 @@ def _copy_dir(base: str, path: str) -> None:
         os.chown(base + path, info.st_uid, info.st_gid)
 
 
-def _append(base: str, path: str, line: str) -> None:
-    """Lay the host's `path` with `line` added into the base layer."""
-    _copy_dir(base, os.path.dirname(path))
-    with open(path) as host, open(base + path, "w") as copy:
-        content = host.read()
-        copy.write(content + ("\n" if content and not content.endswith("\n") else "") + line)
-        info = os.fstat(host.fileno())
-        os.fchmod(copy.fileno(), info.st_mode & 0o7777)
-        os.fchown(copy.fileno(), info.st_uid, info.st_gid)
+def _mountpoint(root: str, source: str, target: str) -> None:
+    """Make somewhere under `root` to mount the host's `source` on at `target`."""
+    if os.path.lexists(root + target):
+        return
+    if os.path.isdir(source):
+        _copy_dir(root, target)
+    else:
+        _copy_dir(root, os.path.dirname(target))
+        os.close(os.open(root + target, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))
+
+
+def _readable(info: os.stat_result) -> bool:
+    """Whether every user of the host may read it (and enter it, for a directory)."""
+    wanted = 0o005 if stat.S_ISDIR(info.st_mode) else 0o004
+    return info.st_mode & wanted == wanted
+
+
+def _copy(source: str, target: str, keep_links: tuple[str, ...]) -> None:
+    """Copy `source` to `target` with modes, owners and times, keeping only what every user of the
+    host may read. A symlink stays one where it leads into `keep_links`; else what it
+    leads to is copied."""
+    info = os.lstat(source)
+    if stat.S_ISLNK(info.st_mode):
+        real = os.path.realpath(source)
+        if any(real == kept or real.startswith(kept + "/") for kept in keep_links):
+            os.symlink(os.readlink(source), target)
+            return
+        try:
+            info = os.stat(source)
+        except OSError:
+            return  # leads nowhere
+    if not _readable(info):
+        return
+    if stat.S_ISDIR(info.st_mode):
+        os.mkdir(target)
+        for name in os.listdir(source):
+            _copy(f"{source}/{name}", f"{target}/{name}", keep_links)
+    elif stat.S_ISREG(info.st_mode):
+        with open(source, "rb") as original, open(target, "wb") as copy:
+            copy.write(original.read())
+    else:
+        return
+    os.chmod(target, info.st_mode & 0o7777)
+    os.chown(target, info.st_uid, info.st_gid)
+    # as the host's: programs compare them (python, with its compiled modules in /usr)
+    os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
+
+
+def _copy_etc(base: str, names: list[str], keep_links: tuple[str, ...]) -> None:
+    """Copy the host's /etc entries named in `names` (`prefix*` matches by prefix)."""
+    os.mkdir(base + "/etc", 0o755)
+    for name in sorted(os.listdir("/etc")):
+        if any(name == n or (n.endswith("*") and name.startswith(n[:-1])) for n in names):
+            _copy(f"/etc/{name}", f"{base}/etc/{name}", keep_links)
+
+
+def _append(path: str, line: str) -> None:
+    with open(path, "a+") as file:
+        file.seek(0)
+        content = file.read()
+        file.write(("\n" if content and not content.endswith("\n") else "") + line)
+
+
+def _system_accounts(base: str) -> None:
+    """Keep only the system's accounts and groups of the host's (ids below 1000, or from
+    60000 on, as `nobody`'s) in the base layer's /etc: the host's users are none of a
+    sandbox's business, and its own `user` then has uid 1000."""
+    names = {entry[0] for entry in _keep_system(base + "/etc/passwd")}
+    _keep_system(base + "/etc/group", members=names)
+
+
+def _keep_system(path: str, members: set[str] | None = None) -> list[list[str]]:
+    """Rewrite an /etc/passwd or /etc/group with its system entries only (a group's members
+    among `members` only, if given); those entries."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))
+    with open(path) as file:
+        entries = [line.rstrip("\n").split(":") for line in file if line.count(":") >= 2]
+    kept = [entry for entry in entries if entry[2].isdigit() and not 1000 <= int(entry[2]) < 60000]
+    for entry in kept:
+        if members is not None and len(entry) > 3:
+            entry[3] = ",".join(m for m in entry[3].split(",") if m in members)
+    with open(path, "w") as file:
+        file.write("".join(":".join(entry) + "\n" for entry in kept))
+    return kept
 
 
 def _add_user(base: str, name: str, uid: int) -> None:
-    with open("/etc/passwd") as passwd:
-        entries = [line.split(":") for line in passwd if line.count(":") >= 6]
+    """Add the account `name` (its uid, or the next free one) to the base layer's /etc."""
+    passwd, group = base + "/etc/passwd", base + "/etc/group"
+    with open(passwd) as file:
+        entries = [line.split(":") for line in file if line.count(":") >= 6]
     if any(entry[0] == name for entry in entries):
         return
     taken = {int(entry[2]) for entry in entries if entry[2].isdigit()}
     while uid in taken:
         uid += 1
     home = f"/home/{name}"
-    _append(base, "/etc/passwd", f"{name}:x:{uid}:{uid}::{home}:/bin/bash\n")
-    _append(base, "/etc/group", f"{name}:x:{uid}:\n")
-    _copy_dir(base, "/home")
+    _append(passwd, f"{name}:x:{uid}:{uid}::{home}:/bin/bash\n")
+    _append(group, f"{name}:x:{uid}:\n")
     os.mkdir(base + home, 0o755)
     os.chown(base + home, uid, uid)
 
 
-def _prepare(base: str, name: str, uid: int) -> None:
-    """Enter the factory's own mount namespace and mount the base layer there."""
-    if _SYS_PIVOT_ROOT < 0:
-        machine = os.uname().machine
-        raise OSError(errno.ENOSYS, f"pivot_root's number on {machine} is not known here")
-    _check(_libc.unshare(_CLONE_NEWNS), "unshare")
+def _shadow(base: str) -> None:
+    """The sandbox's own /etc/shadow and /etc/gshadow: every account of its passwd and group
+    with its password locked (for the tools that manage accounts; nothing of the host's)."""
+    with open(base + "/etc/group") as file:
+        groups = [line.rstrip("\n").split(":") for line in file if line.count(":") >= 3]
+    shadow_gid = next((int(g[2]) for g in groups if g[0] == "shadow" and g[2].isdigit()), 0)
+    with open(base + "/etc/passwd") as file:
+        users = [line.split(":", 1)[0] for line in file if line.count(":") >= 6]
+    today = int(time.time() // 86400)
+    for name, lines in (
+        ("shadow", [f"{user}:*:{today}:0:99999:7:::" for user in users]),
+        ("gshadow", [f"{g[0]}:*::{g[3]}" for g in groups]),
+    ):
+        path = f"{base}/etc/{name}"
+        with open(path, "w") as file:
+            file.write("".join(line + "\n" for line in lines))
+        os.chown(path, 0, shadow_gid)
+        os.chmod(path, 0o640)
+
+
+# the directories of a root that the host does not lend it: made empty in the base layer
+_SKELETON = {
+    "/dev": 0o755,
+    "/proc": 0o555,
+    "/sys": 0o555,
+    "/tmp": 0o1777,
+    "/run": 0o755,
+    "/run/lock": 0o1777,
+    "/root": 0o700,
+    "/home": 0o755,
+    "/mnt": 0o755,
+    "/media": 0o755,
+    "/srv": 0o755,
+    "/var": 0o755,
+    "/var/tmp": 0o1777,
+    "/var/cache": 0o755,
+    "/var/lib": 0o755,
+    "/var/log": 0o755,
+    "/var/spool": 0o755,
+}
+
+
+class _Setup:
+    """What the factory prepares once for all its sandboxes (each PID 1 inherits it)."""
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        self.sandboxes: str = settings["sandboxes"]
+        self.base: str = settings["base"]
+        self.layers: list[str] = []
+        """The host's directories each root lays a writable layer over, as the root's own."""
+        self.filter = b""
+        """The seccomp program of PID 1 and every command, with placeholders for PID 1's key."""
+        self.key_at: list[int] = []
+        """Where the program compares the key's words (low, then high)."""
+
+
+def _prepare(settings: dict[str, Any]) -> _Setup:
+    """Enter the factory's own mount namespace and build the base layer there: the skeleton
+    of a root, the host's system directories (links as links, directories as places for
+    their layers), the allowed part of /etc with the sandbox's user added, and places to
+    mount what the server exposes and shares."""
+    if _MACHINE not in _COLUMNS:
+        raise OSError(errno.ENOSYS, f"system call numbers on {_MACHINE} are not known here")
+    setup = _Setup(settings)
+    base = setup.base
+    _check(_call("unshare", _CLONE_NEWNS), "unshare")
     _mount("none", "/", None, _MS_REC | _MS_SLAVE)
     os.makedirs(base, exist_ok=True)
     _mount("tmpfs", base, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=755")
-    _add_user(base, name, uid)
+    for path, mode in _SKELETON.items():
+        os.mkdir(base + path)
+        os.chmod(base + path, mode)
+    for path in settings["system"]:
+        if os.path.islink(path):
+            os.symlink(os.readlink(path), base + path)
+        elif os.path.isdir(path):
+            _copy_dir(base, path)
+            setup.layers.append(path)
+    _copy_etc(base, settings["etc"], (*setup.layers, "/etc", "/proc"))
+    _system_accounts(base)
+    _add_user(base, settings["user"], settings["uid"])
+    _shadow(base)
+    for source, target in settings["mounts"]:
+        _mountpoint(base, source, target)
     _mount("none", base, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+    program = _command_filter(_MACHINE)
+    setup.filter = _pack(program)
+    setup.key_at = [at for at, (_, _, _, k) in enumerate(program) if k in _KEY_WORDS]
+    return setup
 
 
-def _serve(sandboxes: str, base: str, fd: int) -> None:
+def _serve(setup: _Setup, fd: int) -> None:
     """Fork PID 1 for every config received on `fd`, until the server closes it."""
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps every PID 1
     factory = os.getpid()
@@ -233,30 +416,44 @@ def _serve(sandboxes: str, base: str, fd: int) -> None:
     gc.freeze()  # a collection in a child would touch, and so copy, every page
     with socket.socket(fileno=fd) as sock:
         while True:
-            data, fds = _receive(sock, 65536, 1)
+            data, fds = _receive(sock, 65536, 2)
             if not data or not fds:
+                _close_fds(fds)
                 return
+            disk = fds[1] if len(fds) > 1 else -1
             with socket.socket(fileno=fds[0]) as control:
                 try:
                     config = marshal.loads(data)
-                    if os.path.dirname(config["dir"]) != sandboxes:
-                        raise ValueError(f"{config['dir']!r} is not under {sandboxes}")
-                    _fork_init(config, base, control, factory, own_pids)
+                    if os.path.dirname(config["dir"]) != setup.sandboxes:
+                        raise ValueError(f"{config['dir']!r} is not under {setup.sandboxes}")
+                    _fork_init(config, setup, control, disk, (factory, own_pids))
                 except Exception as ex:  # the factory serves on, whatever one request did
                     with contextlib.suppress(OSError):
                         control.send(f"error: {ex}".encode())
+                finally:
+                    _close_fds(fds[1:])  # PID 1 has its own
+
+
+def _close_fds(fds: list[int]) -> None:
+    for fd in fds:
+        os.close(fd)
 
 
 def _fork_init(
-    config: dict[str, Any], base: str, control: socket.socket, factory: int, own: int
+    config: dict[str, Any],
+    setup: _Setup,
+    control: socket.socket,
+    disk: int,
+    factory: tuple[int, int],
 ) -> None:
-    """Fork PID 1 of a new PID namespace (the factory stays in its own)."""
-    _check(_libc.unshare(_CLONE_NEWPID), "unshare")
+    """Fork PID 1 of a new PID namespace (the factory, `factory`'s pid and its own PID
+    namespace, stays in its own)."""
+    _check(_call("unshare", _CLONE_NEWPID), "unshare")
     try:
         if os.fork() == 0:
-            _init(config, base, control, factory)
+            _init(config, setup, control, disk, factory[0])
     finally:
-        _check(_libc.setns(own, _CLONE_NEWPID), "setns")
+        _check(_call("setns", factory[1], _CLONE_NEWPID), "setns")
 
 
 # PID 1: boot
@@ -281,8 +478,8 @@ def _mount_dev(root: str) -> None:
 def _mask(root: str, path: str) -> str | None:
     """Hide `path` (a directory under an empty read-only tmpfs, a file under /dev/null);
     where it mounted, if it did."""
-    # the overlay shows the host's root as the host resolves it: a mask at or below a link
-    # must cover where the link leads (resolved here, the link would lead out of `root`)
+    # the root shows the host's directories as the host resolves them: a mask at or below a
+    # link must cover where the link leads (resolved here, the link would lead out of `root`)
     try:
         fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
         try:
@@ -302,20 +499,25 @@ def _mask(root: str, path: str) -> str | None:
     return target
 
 
-def _bind_read_only(source: str, target: str) -> None:
+def _bind_read_only(source: str, target: str, flags: int = _MS_NOEXEC) -> None:
     _mount(source, target, None, _MS_BIND)
-    flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NOEXEC
-    _mount("none", target, None, flags)
+    _mount("none", target, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | flags)
 
 
-def _mount_overlay(base: str, root: str) -> None:
+def _mount_overlay(lower: str, layer: str, name: str, target: str) -> None:
+    """Lay the upper layer `name` of the sandbox's layer directory over `lower` at `target`."""
     # volatile (Linux 5.10+) skips the syncs of a throwaway upper layer: copy-ups are ten
     # times faster, and ending the sandbox does not sync the whole disk
-    options = f"lowerdir={base}:/,upperdir={root}/up,workdir={root}/wd"
+    options = f"lowerdir={lower},upperdir={layer}/up/{name},workdir={layer}/wd/{name}"
     try:
-        _mount("overlay", root, "overlay", 0, options + ",volatile")
+        _mount("overlay", target, "overlay", 0, options + ",volatile")
     except OSError:
-        _mount("overlay", root, "overlay", 0, options)
+        _mount("overlay", target, "overlay", 0, options)
+
+
+def _layer_name(path: str) -> str:
+    """The name of the upper layer of a root laid over `path` ("/": the base layer)."""
+    return path.strip("/") or "rootfs"
 
 
 _SCRATCH = ("/tmp", "/dev")
@@ -327,27 +529,40 @@ def _mount_scratch(root: str) -> None:
     _mount_dev(root)
 
 
-def _build_root(config: dict[str, Any], base: str) -> bool:
+def _build_root(config: dict[str, Any], setup: _Setup, layer: str) -> bool:
     """Build the sandbox's root and pivot into it; whether only its own mounts are in
-    /tmp and /dev (no share or mask), so that making those anew makes the root anew."""
-    # the overlay covers the sandbox's own directory, which holds its upper and work dirs
-    root = config["dir"]
-    _mount_overlay(base, root)
+    /tmp and /dev (no share, exposed path or mask), so that making those anew makes the
+    root anew.
+
+    The root holds nothing of the host's but what is allowed: the base layer, the host's
+    system directories under writable layers of their own, what the server exposes
+    (read-only) and shares (read-write).
+    """
+    root = layer + "/mnt"
+    _mount_overlay(setup.base, layer, _layer_name("/"), root)
+    for path in setup.layers:
+        _mount_overlay(path, layer, _layer_name(path), root + path)
     _mount("proc", root + "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
     _mount("sysfs", root + "/sys", "sysfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
     _mount_scratch(root)
     for path in _READ_ONLY:
         if os.path.exists(root + path):
             _bind_read_only(root + path, root + path)
-    targets = [_mask(root, path) for path in (*_HIDDEN, *config["masks"])]
+    targets = []
+    for source, path in config["exposes"]:
+        _mountpoint(root, source, path)
+        _bind_read_only(source, root + path, _MS_NODEV)
+        targets.append(root + path)
     for path in config["shares"]:
         os.makedirs(root + path, exist_ok=True)
         _mount(path, root + path, None, _MS_BIND | _MS_REC)
         targets.append(root + path)
+    # masks last: they may lie in what is exposed or shared
+    targets += [_mask(root, path) for path in (*_HIDDEN, *config["masks"])]
     # pivot_root(".", ".") stacks the old root under the new one, so no directory is needed
     os.chdir(root)
-    _check(_libc.syscall(_SYS_PIVOT_ROOT, b".", b"."), "pivot_root")
-    _check(_libc.umount2(b".", _MNT_DETACH), "umount old root")
+    _check(_call("pivot_root", b".", b"."), "pivot_root")
+    _check(_call("umount2", b".", _MNT_DETACH), "umount old root")
     os.chdir("/")
     scratch = tuple(root + path + "/" for path in _SCRATCH)
     return not any(t and (t + "/").startswith(scratch) for t in targets)
@@ -379,15 +594,17 @@ def _parent_pid() -> int:
 class _State:
     """What PID 1 keeps to make its sandbox anew."""
 
-    def __init__(self, config: dict[str, Any], base: str) -> None:
+    def __init__(self, config: dict[str, Any], setup: _Setup) -> None:
         self.config = config
-        self.base = base
+        self.setup = setup
         self.host = -1
         """The mount namespace PID 1 made first: the host's mounts, private."""
-        self.up = -1
-        """The upper layer's directory, under the root mounted on it."""
-        self.layer: tuple[object, ...] = ()
-        """The upper layer once the root was built on it (a layer still so is kept)."""
+        self.layer = config["dir"]
+        """The directory of the root's layers (the sandbox's disk, mounted on its directory)."""
+        self.uppers: list[int] = []
+        """The upper layers' directories, under the root mounted on them."""
+        self.fresh: tuple[object, ...] = ()
+        """The upper layers once the root was built on them (layers still so are kept)."""
         self.scratch_only = False
         """Whether making /tmp and /dev anew makes the root anew (see `_build_root`)."""
         self.inherited: tuple[dict[int, tuple[int, int]], bytes] = ({}, b"")
@@ -396,41 +613,77 @@ class _State:
         self.network = b""
         """The network namespace's counters when it was made (unchanged, it was not used)."""
         self.layers = 0
-        """How many upper layers were put aside (numbering them)."""
+        """How many sets of upper layers were put aside (numbering them)."""
 
 
-def _boot(config: dict[str, Any], base: str, control: socket.socket) -> _State:
-    """Enter the sandbox's namespaces and cgroups, build its root, and say `ready`."""
+def _boot(config: dict[str, Any], setup: _Setup, control: socket.socket, disk: int) -> _State:
+    """Enter the sandbox's namespaces and cgroups, attach its disk (if the server gave one),
+    build its root, and say `ready` with the directory of its layers."""
     flags = _CLONE_NEWNS | _CLONE_NEWUTS | _CLONE_NEWIPC
     if config["loopback"]:
         flags |= _CLONE_NEWNET
-    _check(_libc.unshare(flags), "unshare")
+    _check(_call("unshare", flags), "unshare")
     _mount("none", "/", None, _MS_REC | _MS_PRIVATE)
-    state = _State(config, base)
-    state.host = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
-    root = config["dir"]
-    for path in (root, root + "/up", root + "/wd"):
-        os.mkdir(path)
     for procs in config["cgroups"]:
         with open(procs, "w") as file:
             file.write("0\n")
+    # the sandbox's cgroups are the root of those it sees
+    _check(_call("unshare", _CLONE_NEWCGROUP), "unshare")
+    state = _State(config, setup)
+    state.host = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+    os.mkdir(state.layer)
+    if disk >= 0:
+        _attach_disk(disk, state.layer)
+    os.mkdir(state.layer + "/mnt")
+    _make_uppers(state)
+    layer = os.open(state.layer, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     _enter_root(state)
     listener = _network(state)
     state.inherited = _inherited()
     _drop_capabilities()
-    _refuse_keyrings()
-    _ready(control, config["hostname"], listener)
+    _install_filter(_keyed(setup))
+    _ready(control, config["hostname"], {"layer": layer, "listener": listener})
+    os.close(layer)
     return state
+
+
+def _make_uppers(state: _State) -> None:
+    """Make the empty upper layers of a root, and their overlays' work directories."""
+    names = [_layer_name(path) for path in ("/", *state.setup.layers)]
+    for kind in ("up", "wd"):
+        os.mkdir(f"{state.layer}/{kind}")
+        for name in names:
+            os.mkdir(f"{state.layer}/{kind}/{name}")
 
 
 def _enter_root(state: _State) -> None:
     """Build the sandbox's root in a new mount namespace made from the host's, and enter it."""
-    _check(_libc.unshare(_CLONE_NEWNS), "unshare")
-    if state.up >= 0:
-        os.close(state.up)
-    state.up = os.open(state.config["dir"] + "/up", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    state.scratch_only = _build_root(state.config, state.base)
-    state.layer = _layer(state.up)
+    _check(_call("unshare", _CLONE_NEWNS), "unshare")
+    for fd in state.uppers:
+        os.close(fd)
+    state.uppers = [
+        os.open(f"{state.layer}/up/{_layer_name(path)}", _DIRECTORY)
+        for path in ("/", *state.setup.layers)
+    ]
+    state.scratch_only = _build_root(state.config, state.setup, state.layer)
+    state.fresh = tuple(_upper(fd) for fd in state.uppers)
+
+
+# PID 1: the sandbox's disk
+
+_SYS_MOVE_MOUNT, _MOVE_MOUNT_F_EMPTY_PATH, _AT_FDCWD = 429, 4, -100
+
+
+def _attach_disk(disk: int, directory: str) -> None:
+    """Attach the sandbox's disk (a mount the server made, attached nowhere) on its directory:
+    the root's layers go on it, and can take no more than it holds."""
+    _check(
+        _libc.syscall(
+            _SYS_MOVE_MOUNT, disk, b"", _AT_FDCWD, directory.encode(), _MOVE_MOUNT_F_EMPTY_PATH
+        ),
+        "attach the disk",
+    )
+    os.close(disk)
 
 
 def _network(state: _State) -> socket.socket | None:
@@ -448,18 +701,23 @@ def _renew_network(state: _State) -> socket.socket | None:
     """Make the network anew if a command used it (see `_counters`); its new listener."""
     if not state.config["loopback"] or _counters() == state.network:
         return None
-    _check(_libc.unshare(_CLONE_NEWNET), "unshare")
+    _check(_call("unshare", _CLONE_NEWNET), "unshare")
     return _network(state)
 
 
-def _ready(control: socket.socket, hostname: str, listener: socket.socket | None) -> None:
+def _ready(
+    control: socket.socket, hostname: str, handles: dict[str, int | socket.socket | None]
+) -> None:
+    """Take `hostname` and say `ready`, naming the descriptors sent with it (`layer`: the
+    sandbox's layer directory; `listener`: a socket listening in its network)."""
     name = hostname.encode()
-    _check(_libc.sethostname(name, len(name)), "sethostname")
-    if listener is None:
-        control.send(b"ready")
-    else:
-        with listener:
-            socket.send_fds(control, [b"ready"], [listener.fileno()])
+    _check(_call("sethostname", name, len(name)), "sethostname")
+    sent = {key: value for key, value in handles.items() if value is not None}
+    fds = [value if isinstance(value, int) else value.fileno() for value in sent.values()]
+    socket.send_fds(control, [" ".join(["ready", *sent]).encode()], fds)
+    for value in sent.values():
+        if isinstance(value, socket.socket):
+            value.close()
 
 
 def _inherited() -> tuple[dict[int, tuple[int, int]], bytes]:
@@ -488,7 +746,7 @@ def _counters() -> bytes:
     return counters
 
 
-def _layer(fd: int) -> tuple[object, ...]:
+def _upper(fd: int) -> tuple[object, ...]:
     """What a command can change of an upper layer's top directory (all it holds included)."""
     info = os.stat(fd)
     xattrs = tuple((name, os.getxattr(fd, name)) for name in sorted(os.listxattr(fd)))
@@ -502,51 +760,263 @@ def _drop_capabilities() -> None:
     with open("/proc/sys/kernel/cap_last_cap") as last:
         capabilities = range(int(last.read()) + 1)
     for capability in capabilities:
-        if capability not in _KEPT_CAPABILITIES:
+        if capability not in KEPT_CAPABILITIES:
             _check(_libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0), "drop a capability")
 
 
-# the kernel's keyrings are not namespaced: root in every sandbox would share the host
-# root's user keyring (`keyctl`, `add_key`, `request_key`), as Docker's seccomp profile keeps
-# containers from doing; the calls' numbers per architecture a process may call with
-# (x86_64 with its x32 numbers, i386, aarch64, riscv64)
-_X32 = 0x40000000
-_KEYRING_CALLS = {
-    0xC000003E: (248, 249, 250, _X32 | 248, _X32 | 249, _X32 | 250),
-    0x40000003: (286, 287, 288),
-    0xC00000B7: (217, 218, 219),
-    0xC00000F3: (217, 218, 219),
+# Commands' seccomp filter, at least as strict as Docker's default profile. That profile
+# lets a container with Docker's default capabilities make a list of calls and refuses every
+# other; `_REFUSED` is every other call, by its number on x86_64, on i386, and in the table
+# aarch64 and riscv64 share (None: no such call there). Left out: calls no kernel has
+# implemented for years (they fail with ENOSYS), and those `_command_filter` judges by their
+# arguments. Refused, among others: user and other namespaces (`unshare`, `setns`), mounts,
+# bpf, io_uring, perf_event_open, kernel modules and kexec, open_by_handle_at,
+# userfaultfd, the kernel's keyrings (not namespaced: every sandbox's root would share the
+# host root's), clocks, swap, reboot.
+_REFUSED = {
+    "acct": (163, 51, 89),
+    "add_key": (248, 286, 217),
+    "arch_prctl": (None, 384, None),
+    "bdflush": (None, 134, None),
+    "bpf": (321, 357, 280),
+    "clock_settime": (227, 264, 112),
+    "clock_settime64": (None, 404, None),
+    "delete_module": (176, 129, 106),
+    "fanotify_init": (300, 338, 262),
+    "file_getattr": (468, 468, 468),
+    "file_setattr": (469, 469, 469),
+    "finit_module": (313, 350, 273),
+    "fsconfig": (431, 431, 431),
+    "fsmount": (432, 432, 432),
+    "fsopen": (430, 430, 430),
+    "fspick": (433, 433, 433),
+    "get_mempolicy": (239, 275, 236),
+    "init_module": (175, 128, 105),
+    "io_uring_enter": (426, 426, 426),
+    "io_uring_register": (427, 427, 427),
+    "io_uring_setup": (425, 425, 425),
+    "ioperm": (173, 101, None),
+    "iopl": (172, 110, None),
+    "kcmp": (312, 349, 272),
+    "kexec_file_load": (320, None, 294),
+    "kexec_load": (246, 283, 104),
+    "keyctl": (250, 288, 219),
+    "lookup_dcookie": (212, 253, 18),
+    "lsm_get_self_attr": (459, 459, 459),
+    "lsm_list_modules": (461, 461, 461),
+    "lsm_set_self_attr": (460, 460, 460),
+    "mbind": (237, 274, 235),
+    "migrate_pages": (256, 294, 238),
+    "mount": (165, 21, 40),
+    "mount_setattr": (442, 442, 442),
+    "move_mount": (429, 429, 429),
+    "move_pages": (279, 317, 239),
+    "nice": (None, 34, None),
+    "oldfstat": (None, 28, None),
+    "oldlstat": (None, 84, None),
+    "oldolduname": (None, 59, None),
+    "oldstat": (None, 18, None),
+    "olduname": (None, 109, None),
+    "open_by_handle_at": (304, 342, 265),
+    "open_tree": (428, 428, 428),
+    "open_tree_attr": (467, 467, 467),
+    "perf_event_open": (298, 336, 241),
+    "pidfd_getfd": (438, 438, 438),
+    "pivot_root": (155, 217, 41),
+    "process_madvise": (440, 440, 440),
+    "quotactl": (179, 131, 60),
+    "quotactl_fd": (443, 443, 443),
+    "readdir": (None, 89, None),
+    "reboot": (169, 88, 142),
+    "request_key": (249, 287, 218),
+    "set_mempolicy": (238, 276, 237),
+    "set_mempolicy_home_node": (450, 450, 450),
+    "setdomainname": (171, 121, 162),
+    "sethostname": (170, 74, 161),
+    "setns": (308, 346, 268),
+    "settimeofday": (164, 79, 170),
+    "sgetmask": (None, 68, None),
+    "sigaction": (None, 67, None),
+    "signal": (None, 48, None),
+    "sigpending": (None, 73, None),
+    "sigsuspend": (None, 72, None),
+    "ssetmask": (None, 69, None),
+    "stime": (None, 25, None),
+    "swapoff": (168, 115, 225),
+    "swapon": (167, 87, 224),
+    "_sysctl": (156, 149, None),
+    "sysfs": (139, 135, None),
+    "syslog": (103, 103, 116),
+    "ulimit": (None, 58, None),
+    "umount": (None, 22, None),
+    "umount2": (166, 52, 39),
+    "unshare": (272, 310, 97),
+    "uselib": (134, 86, None),
+    "userfaultfd": (323, 374, 282),
+    "ustat": (136, 62, None),
+    "vhangup": (153, 111, 58),
+    "vm86": (None, 166, None),
+    "vm86old": (None, 113, None),
 }
+_BY_ARGUMENTS = {
+    "clone": (56, 120, 220),
+    "clone3": (435, 435, 435),
+    "personality": (135, 136, 92),
+    "socket": (41, 359, 198),
+}
+_ARCHES = {
+    "x86_64": {0xC000003E: 0, 0x40000003: 1},  # and i386, for 32-bit programs
+    "aarch64": {0xC00000B7: 2},
+    "riscv64": {0xC00000F3: 2},
+}
+"""By machine, the architectures (AUDIT_ARCH_*) a command may call with there, and their
+column of numbers; a call from any other (such as x86_64's x32 ABI, or 32-bit ARM on
+aarch64) kills the process."""
+_X32 = 0x40000000
+_LAST_CALL = 469
+"""The highest call number known here: newer calls fail with ENOSYS, as on an older kernel."""
+_NAMESPACE_FLAGS = 0x7E020000
+"""CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID and NEWNET: `clone` may use none."""
+_PERSONALITIES = (0x0, 0x8, 0x20000, 0x20008, 0xFFFFFFFF)
+"""What `personality` may set (Linux, its 32-bit variants, or the query): not, for example,
+ADDR_NO_RANDOMIZE."""
+_SOCKET_FAMILY_END = 46
+_REFUSED_FAMILIES = (12, 19, 20, 23, 25, 34, 37, 38, 40)
+"""Socket families Docker refuses: removed ones, AF_ALG (the kernel's crypto API) and
+AF_VSOCK (host and guest talk over it, not namespaced); and every family from AF_MAX on."""
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
-_BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_RET_K = 0x20, 0x15, 0x06
-_SECCOMP_RET_ALLOW, _SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
+_LD, _JA, _JEQ, _JGE, _JSET, _RET = 0x20, 0x05, 0x15, 0x35, 0x45, 0x06
+_ALLOW, _KILL, _ERRNO = 0x7FFF0000, 0x80000000, 0x00050000
+_NR, _ARCH, _ARG0, _ARG5 = 0, 4, 16, 56
+"""Offsets in struct seccomp_data (the low word of the first and of the sixth argument: these
+architectures are little-endian)."""
+_KEYED = ("mount", "umount2", "pivot_root", "unshare", "setns", "sethostname")
+"""The calls PID 1 makes the sandbox anew with, which commands may never make: the filter
+lets them through with PID 1's key as their sixth argument (unused by each of them) only,
+and `unshare` never with CLONE_NEWUSER."""
+_KEY_WORDS = (0x6B657931, 0x6B657932)
+"""Placeholders for the key's low and high words in the program, until PID 1 has its key."""
+_CLONE_NEWUSER = 0x10000000
 
 
-def _keyring_filter() -> list[tuple[int, int, int, int]]:
-    """The seccomp program (code, jt, jf, k) that refuses the keyring calls with EPERM."""
-    program: list[tuple[int, int, int, int]] = []
-    for arch, calls in _KEYRING_CALLS.items():
-        # [load arch, arch?, load call, call? x n, allow, refuse]: the next arch is n + 3 on
-        program += [(_BPF_LD_W_ABS, 0, 0, 4), (_BPF_JEQ_K, 0, len(calls) + 3, arch)]
-        program += [(_BPF_LD_W_ABS, 0, 0, 0)]
-        program += [(_BPF_JEQ_K, len(calls) - i, 0, call) for i, call in enumerate(calls)]
-        program += [(_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW)]
-        program += [(_BPF_RET_K, 0, 0, _SECCOMP_RET_ERRNO | errno.EPERM)]
-    return [*program, (_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW)]
+def _command_filter(machine: str) -> list[tuple[int, int, int, int]]:
+    """Commands' seccomp program on `machine`, as (code, jt, jf, k) instructions (only its
+    own architectures': a filter costs the kernel more to take the longer it is)."""
+    if machine not in _ARCHES:
+        raise OSError(errno.ENOSYS, f"system call numbers on {machine} are not known here")
+    arches = _ARCHES[machine]
+    code: list[Any] = [(_LD, 0, 0, _ARCH)]
+    for arch in arches:
+        code += [(_JEQ, 0, 1, arch), (_JA, 0, 0, f"arch {arch}")]
+    code += [(_RET, 0, 0, _KILL)]
+    for arch, column in arches.items():
+        native = column == _COLUMNS[machine]  # PID 1's own architecture
+        code += [f"arch {arch}", *_arch_filter(f"{arch}:", column, native, arch == 0xC000003E)]
+    return _assemble(code)
 
 
-def _refuse_keyrings() -> None:
-    """Have the kernel refuse the keyring calls, with EPERM, to PID 1 and all it starts."""
-    program = _keyring_filter()
-    code = b"".join(struct.pack("HBBI", *instruction) for instruction in program)
-    filters = ctypes.create_string_buffer(code)
-    fprog = struct.pack("HxxxxxxP", len(program), ctypes.addressof(filters))
+def _arch_filter(at: str, column: int, native: bool, x86_64: bool) -> list[Any]:
+    """The part of the program for one architecture (`native`: PID 1's); its labels start
+    with `at`."""
+    code: list[Any] = [(_LD, 0, 0, _NR)]
+    if x86_64:  # an x32 program: its calls are x86_64's with this bit set
+        code += [(_JSET, at + "kill", 0, _X32)]
+    code += _search(at, _runs(column, native))
+    # BPF jumps only forward: each call judged by its arguments ends at the returns below
+    code += [at + "clone", (_LD, 0, 0, _ARG0), (_JSET, at + "refuse", 0, _NAMESPACE_FLAGS)]
+    code += [(_JA, 0, 0, at + "allow")]
+    code += [at + "personality", (_LD, 0, 0, _ARG0)]
+    code += [(_JEQ, at + "allow", 0, value) for value in _PERSONALITIES]
+    code += [(_JA, 0, 0, at + "refuse")]
+    if native:
+        code += [at + "unshare", (_LD, 0, 0, _ARG0), (_JSET, at + "refuse", 0, _CLONE_NEWUSER)]
+        code += [at + "keyed", (_LD, 0, 0, _ARG5), (_JEQ, 0, at + "refuse", _KEY_WORDS[0])]
+        code += [(_LD, 0, 0, _ARG5 + 4), (_JEQ, at + "allow", at + "refuse", _KEY_WORDS[1])]
+    code += [at + "socket", (_LD, 0, 0, _ARG0), (_JGE, at + "refuse", 0, _SOCKET_FAMILY_END)]
+    code += [(_JEQ, at + "refuse", 0, family) for family in _REFUSED_FAMILIES]
+    code += [at + "allow", (_RET, 0, 0, _ALLOW)]
+    code += [at + "refuse", (_RET, 0, 0, _ERRNO | errno.EPERM)]
+    code += [at + "clone3", at + "nosys", (_RET, 0, 0, _ERRNO | errno.ENOSYS)]
+    code += [at + "kill", (_RET, 0, 0, _KILL)]
+    return code
+
+
+def _runs(column: int, native: bool) -> list[tuple[int, str]]:
+    """Every call number, from 0 on, as runs of numbers with one fate: (the run's first
+    number, the label of its fate: allow, refuse, nosys, or the call judged by arguments)."""
+    fates = {n: "refuse" for numbers in _REFUSED.values() if (n := numbers[column]) is not None}
+    fates |= {numbers[column]: name for name, numbers in _BY_ARGUMENTS.items()}
+    if native:
+        keyed = {name: number for name in _KEYED if (number := _REFUSED[name][column])}
+        fates |= {number: "keyed" for number in keyed.values()} | {keyed["unshare"]: "unshare"}
+    runs: list[tuple[int, str]] = []
+    for number in range(_LAST_CALL + 2):
+        fate = "nosys" if number > _LAST_CALL else fates.get(number, "allow")
+        if not runs or runs[-1][1] != fate:
+            runs.append((number, fate))
+    return runs
+
+
+def _search(at: str, runs: list[tuple[int, str]]) -> list[Any]:
+    """A binary search of `runs` for the call number loaded: a few jumps to its fate, for
+    every call, where comparing it with every refused number in turn would take dozens (and
+    the kernel, which works out the fate of each call once when a filter is installed, would
+    take that much longer)."""
+    if len(runs) == 1:
+        return [(_JA, 0, 0, at + runs[0][1])]
+    middle = len(runs) // 2
+    right = f"{at}from {runs[middle][0]}"
+    left_code, right_code = _search(at, runs[:middle]), _search(at, runs[middle:])
+    return [(_JGE, right, 0, runs[middle][0]), *left_code, right, *right_code]
+
+
+def _assemble(code: list[Any]) -> list[tuple[int, int, int, int]]:
+    """Instructions with their labels (strings) resolved to the forward offsets of BPF's
+    jumps (jt and jf, or k for an unconditional one)."""
+    labels: dict[str, int] = {}
+    instructions: list[tuple[int, Any, Any, Any]] = []
+    for item in code:
+        if isinstance(item, str):
+            labels[item] = len(instructions)
+        else:
+            instructions.append(item)
+    program = []
+    for at, (op, jt, jf, k) in enumerate(instructions):
+        jt, jf, k = (labels[x] - at - 1 if isinstance(x, str) else x for x in (jt, jf, k))
+        if not (0 <= jt <= 255 and 0 <= jf <= 255):
+            raise ValueError(f"a jump of instruction {at} is out of a BPF jump's reach")
+        program.append((op, jt, jf, k))
+    return program
+
+
+def _pack(program: list[tuple[int, int, int, int]]) -> bytes:
+    return b"".join(struct.pack("HBBI", *instruction) for instruction in program)
+
+
+def _keyed(setup: _Setup) -> bytes:
+    """The filter with PID 1's key in place of its placeholders."""
+    program = bytearray(setup.filter)
+    for at, word in zip(setup.key_at, (_key & 0xFFFFFFFF, _key >> 32), strict=True):
+        struct.pack_into("I", program, at * 8 + 4, word)
+    return bytes(program)
+
+
+def _install_filter(program: bytes) -> None:
+    """Put PID 1 and whatever it starts under the seccomp `program`."""
+    filters = ctypes.create_string_buffer(program)
+    fprog = struct.pack("HxxxxxxP", len(program) // 8, ctypes.addressof(filters))
     _check(_libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, fprog, 0, 0), "seccomp")
 
 
-def _init(config: dict[str, Any], base: str, control: socket.socket, factory: int) -> NoReturn:
+def _init(
+    config: dict[str, Any], setup: _Setup, control: socket.socket, disk: int, factory: int
+) -> NoReturn:
     """PID 1: boot the sandbox, then serve its control socket until the server closes it."""
+    global _key
     try:
+        # its own: the key never leaves PID 1's memory, which no process of the sandbox may
+        # read (that takes CAP_SYS_PTRACE)
+        _key = int.from_bytes(os.urandom(8), "little")
         # from inside, a namespace's init gets only the signals it handles: python handles
         # SIGINT, which would let the sandbox's root end PID 1
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -557,14 +1027,16 @@ def _init(config: dict[str, Any], base: str, control: socket.socket, factory: in
         for fd in (0, 1, 2):
             os.dup2(null, fd)
         # nothing of the factory's (its socket above all) may reach the sandbox
-        keep = control.fileno()
-        os.closerange(3, keep)
-        os.closerange(keep + 1, _MAX_FD)
+        start = 3
+        for keep in sorted({control.fileno(), disk} - {-1}):
+            os.closerange(start, keep)
+            start = keep + 1
+        os.closerange(start, _MAX_FD)
         # first of all, a handle on PID 1, so that the server can end it whatever happens next
         pidfd = os.pidfd_open(1)
         socket.send_fds(control, [b"started"], [pidfd])
         os.close(pidfd)
-        state = _boot(config, base, control)
+        state = _boot(config, setup, control, disk)
     except BaseException as ex:
         try:
             control.send(f"error: {ex}".encode())
@@ -623,23 +1095,23 @@ def _request(control: socket.socket, running: dict[int, int], state: _State) -> 
 
 def _reset(state: _State, hostname: str, running: dict[int, int], control: socket.socket) -> None:
     """Make the sandbox again as a fresh one is made, named `hostname`, with this PID 1 and
-    the namespaces whose making costs most (PID, network): every process ended, what
+    the namespaces whose making costs most (PID, network, cgroup): every process ended, what
     commands inherit from PID 1 as it was, a new IPC namespace, /tmp and /dev; a new root if
-    a command changed its upper layer (else the root is as fresh as a new one); the network
-    made anew if it was used."""
+    a command changed its upper layers (else the root is as fresh as a new one), on new
+    upper layers of the same disk; the network made anew if it was used."""
     _end_processes(running)
     _restore(state.inherited)
-    _check(_libc.unshare(_CLONE_NEWIPC), "unshare")
-    if state.scratch_only and _layer(state.up) == state.layer:
+    _check(_call("unshare", _CLONE_NEWIPC), "unshare")
+    if state.scratch_only and tuple(_upper(fd) for fd in state.uppers) == state.fresh:
         for path in _SCRATCH:
-            _check(_libc.umount2(path.encode(), _MNT_DETACH), f"umount {path}")
+            _check(_call("umount2", path.encode(), _MNT_DETACH), f"umount {path}")
         _mount_scratch("")
     else:
         # the old root goes with its mount namespace, which nothing holds any more
-        _check(_libc.setns(state.host, _CLONE_NEWNS), "setns")
-        _renew_layer(state)
+        _check(_call("setns", state.host, _CLONE_NEWNS), "setns")
+        _renew_layers(state)
         _enter_root(state)
-    _ready(control, hostname, _renew_network(state))
+    _ready(control, hostname, {"listener": _renew_network(state)})
 
 
 def _end_processes(running: dict[int, int]) -> None:
@@ -656,19 +1128,13 @@ def _end_processes(running: dict[int, int]) -> None:
         time.sleep(0.0005)
 
 
-def _renew_layer(state: _State) -> None:
-    """Put the upper layer aside, for the server to remove, and make an empty one; keep the
-    work directory (the next mount empties it) but for the marker a volatile overlay leaves,
-    which would make that mount fail."""
+def _renew_layers(state: _State) -> None:
+    """Put the upper layers and their work directories aside, for the server to remove
+    (their space on the disk is the next sandbox's again once it has), and make empty ones."""
     state.layers += 1
-    up = state.config["dir"] + "/up"
-    os.rename(up, f"{up}.old{state.layers}")
-    os.mkdir(up)
-    marker = state.config["dir"] + "/wd/work/incompat/volatile"
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(marker + "/dirty")
-        os.rmdir(marker)
-        os.rmdir(os.path.dirname(marker))
+    for kind in ("up", "wd"):
+        os.rename(f"{state.layer}/{kind}", f"{state.layer}/{kind}.old{state.layers}")
+    _make_uppers(state)
 
 
 def _tell(fd: int, line: str) -> None:
@@ -676,11 +1142,30 @@ def _tell(fd: int, line: str) -> None:
         os.write(fd, line.encode())
 
 
+class _NotStarted(Exception):
+    """A command that could not start, with why and the exit status a shell would give."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+_WHY_BYTES = 4096
+"""The most of why a command could not start that goes to its stderr (a pipe takes 64 KB
+at once: PID 1 writes it without waiting)."""
+
+
 def _spawn(fds: list[int], running: dict[int, int]) -> None:
     request_fd, status, stdout, stderr, *stdin = fds
     try:
         request = marshal.loads(os.pread(request_fd, os.fstat(request_fd).st_size, 0))
         pid = _start(request, stdin[0] if stdin else 0, stdout, stderr)
+    except _NotStarted as ex:
+        # no process: PID 1 says why on the command's stderr and reports its exit at once
+        _tell(stderr, str(ex)[:_WHY_BYTES] + "\n")
+        _tell(status, f"pid 0\nexit {ex.code}\n")
+        os.close(status)
+        return
     except Exception as ex:
         _tell(status, f"error: {ex}\n")
         os.close(status)
@@ -704,7 +1189,7 @@ def _start(request: dict[str, Any], stdin: int, stdout: int, stderr: int) -> int
         try:
             _enter(cwd, groups is not None)
         except OSError as ex:
-            return _failed(f"cannot change directory to {cwd!r}: {ex.strerror}", 125, stderr)
+            raise _NotStarted(f"cannot change directory to {cwd!r}: {ex.strerror}", 125) from None
         return _spawnp(argv, env, (stdin, stdout, stderr))
     finally:
         if groups is not None:
@@ -735,7 +1220,7 @@ def _spawnp(argv: list[str], env: dict[str, str], stdio: tuple[int, int, int]) -
         )
     except OSError as ex:
         code = 127 if ex.errno == errno.ENOENT else 126
-        return _failed(f"{argv[0]}: {ex.strerror}", code, stdio[2])
+        raise _NotStarted(f"{argv[0]}: {ex.strerror}", code) from None
 
 
 def _become(name: str, uid: int, gid: int) -> list[int] | None:
@@ -748,7 +1233,7 @@ def _become(name: str, uid: int, gid: int) -> list[int] | None:
         return None
     groups = os.getgroups()
     try:
-        os.setgroups(os.getgrouplist(name, gid))
+        os.setgroups(_groups(name, gid))
         os.setresgid(gid, -1, -1)
         os.setresuid(uid, -1, -1)
     except OSError:
@@ -757,22 +1242,38 @@ def _become(name: str, uid: int, gid: int) -> list[int] | None:
     return groups
 
 
+def _groups(name: str, gid: int) -> list[int]:
+    """`name`'s groups in the sandbox's /etc/group, read as a plain file.
+
+    Never through the C library's account lookups: they load the modules the sandbox's own
+    nsswitch.conf names, from its own root, into PID 1.
+    """
+    try:
+        fd = os.open("/etc/group", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return [gid]
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO would never end
+            return [gid]
+        return groups_of(os.read(fd, 1 << 20).decode(errors="replace"), name, gid)
+    finally:
+        os.close(fd)
+
+
+def groups_of(group_file: str, name: str, gid: int) -> list[int]:
+    """`name`'s groups: `gid`, and those the text of an /etc/group lists it in."""
+    groups = [gid]
+    for line in group_file.splitlines():
+        entry = line.split(":")
+        if len(entry) >= 4 and name in entry[3].split(",") and entry[2].isdigit():
+            groups.append(int(entry[2]))
+    return groups
+
+
 def _become_root(groups: list[int]) -> None:
     os.setresuid(0, -1, -1)
     os.setresgid(0, -1, -1)
     os.setgroups(groups)
-
-
-def _failed(message: str, code: int, stderr: int) -> int:
-    """A process that says why a command could not start and exits with `code`."""
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setsid()
-            os.write(stderr, message.encode() + b"\n")
-        finally:
-            os._exit(code)
-    return pid
 
 
 def _reap(running: dict[int, int]) -> None:
@@ -790,17 +1291,15 @@ def _reap(running: dict[int, int]) -> None:
 
 
 def main() -> None:
-    """Serve as the factory: argv is SANDBOXES BASE USER UID FD."""
-    sandboxes, base, name, uid, fd = sys.argv[1:]
-    broken = None
+    """Serve as the factory: argv is SANDBOXES SETTINGS FD, SETTINGS the rest of the factory's
+    settings (see `_Setup`), marshalled, in hex."""
+    sandboxes, settings, fd = sys.argv[1:]
     try:
-        _prepare(base, name, int(uid))
+        setup = _prepare({"sandboxes": sandboxes, **marshal.loads(bytes.fromhex(settings))})
     except OSError as ex:
-        broken = ex
-    if broken is None:
-        _serve(sandboxes, base, int(fd))
+        _refuse(f"cannot prepare sandboxes: {ex}", int(fd))
     else:
-        _refuse(f"cannot prepare sandboxes: {broken}", int(fd))
+        _serve(setup, int(fd))
 
 
 def _refuse(reason: str, fd: int) -> None:

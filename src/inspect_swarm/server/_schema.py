@@ -97,7 +97,7 @@ class SwarmInput(_Strict):
 
 
 TEMPLATES = ("base", "python", "code-interpreter")
-"""The templates this server offers (each is the host's root, seen through an overlay)."""
+"""The templates this server offers (each is the same root: the host's system directories)."""
 
 
 class SandboxFields(_Strict):

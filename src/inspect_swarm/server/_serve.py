@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import secrets
+import shutil
 import socket
 import sys
 from dataclasses import dataclass, field
@@ -18,7 +19,14 @@ from fastapi import FastAPI
 from ._app import ALL_SCOPES, create_app
 from ._edge import MIB, HttpLimits, http_protocol
 from ._engine import Engine, Settings
-from ._isolation import IsolationConfig, NetworkMode, SandboxHost
+from ._isolation import (
+    DISK_BYTES,
+    GIB,
+    IsolationConfig,
+    NetworkMode,
+    SandboxError,
+    SandboxHost,
+)
 from ._store import Store
 
 DEFAULT_PORT = 8767
@@ -34,6 +42,15 @@ def default_memory_gib() -> int:
     """Three quarters of this machine's memory, in GiB (at least 1)."""
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return max(1, int(0.75 * total / 1024**3))
+
+
+def default_disk_gib(state_dir: Path, memory_gib: int) -> int:
+    """Each sandbox's disk: the spec's 12 GiB, or less where the state directory's file
+    system could not give that much to every sandbox at once. As many sandboxes run at once
+    as `memory_gib` holds of the smallest (1 GiB): they share 90% of its free space. At
+    least 1 GiB."""
+    free = shutil.disk_usage(state_dir).free
+    return max(1, min(DISK_BYTES // GIB, int(0.9 * free / memory_gib / GIB)))
 
 
 @dataclass
@@ -60,6 +77,10 @@ class ServerOptions:
     masks: tuple[str, ...] = ()
     shares: tuple[str, ...] = ()
     ready_file: Path | None = None
+    exposes: tuple[str, ...] = ()
+    """`HOST[:PATH]`: a host path mounted read-only in every sandbox (at PATH, else its own)."""
+    disk_gib: float | None = None
+    max_pids: int | None = None
 
 
 def parse_key(spec: str) -> tuple[str, frozenset[str]]:
@@ -110,7 +131,11 @@ def serve(options: ServerOptions) -> None:
     url = f"http://{host}:{port}"
     # sandboxes reach the server on its own port: a wildcard address is reached on loopback
     inner = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(options.host, options.host)
-    sandbox_host = SandboxHost(
+    memory_gib = options.memory_gib or default_memory_gib()
+    disk_gib = (
+        default_disk_gib(state_dir, memory_gib) if options.disk_gib is None else options.disk_gib
+    )
+    sandbox_host = _sandbox_host(
         IsolationConfig(
             state_dir,
             options.isolation,
@@ -119,10 +144,13 @@ def serve(options: ServerOptions) -> None:
             _shares(options),
             forward=(inner, port),
             forward_limit=options.max_sandbox_connections,
+            exposes=_exposes(options),
+            disk_bytes=int(disk_gib * GIB),
+            pids=options.max_pids,
         )
     )
     settings = Settings(
-        memory_gib=options.memory_gib or default_memory_gib(),
+        memory_gib=memory_gib,
         max_sandboxes=options.max_sandboxes,
         min_timeout=options.min_timeout,
         idle_release=options.idle_release,
@@ -156,6 +184,28 @@ def _shares(options: ServerOptions) -> tuple[str, ...]:
             raise ValueError(f"--share: {share!r} is not a directory; create it first")
         shares.append(str(path))
     return tuple(shares)
+
+
+def _sandbox_host(config: IsolationConfig) -> SandboxHost:
+    try:
+        return SandboxHost(config)
+    except SandboxError as ex:  # this machine cannot make the sandboxes asked for
+        raise ValueError(str(ex)) from None
+
+
+def _exposes(options: ServerOptions) -> tuple[tuple[str, str], ...]:
+    exposes = []
+    for expose in options.exposes:
+        host, colon, inside = expose.partition(":")
+        path = Path(host).resolve()
+        if not path.exists():
+            raise ValueError(f"--expose: {host!r} does not exist; name a host path that does")
+        if colon and not inside.startswith("/"):
+            raise ValueError(
+                f"--expose: {expose!r} names {inside!r} in sandboxes; give an absolute path"
+            )
+        exposes.append((str(path), os.path.normpath(inside) if colon else str(path)))
+    return tuple(exposes)
 
 
 _GRACEFUL_SHUTDOWN_SECONDS = 5

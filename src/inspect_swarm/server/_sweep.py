@@ -33,7 +33,8 @@ _SUMMARY = (
 
 
 def default_inspect_command() -> str:
-    """The `inspect` next to this interpreter (the base template sees the host's files)."""
+    """The `inspect` next to this interpreter (sandboxes see it when the server shares or
+    exposes its environment)."""
     return str(Path(sys.executable).with_name("inspect"))
 
 

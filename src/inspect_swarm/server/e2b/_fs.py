@@ -1,26 +1,17 @@
-"""File operations in a sandbox with a user's permissions.
-
-The host reaches a sandbox's files as root; to give the `user` user its own permission
-checks, each operation runs in a fresh thread whose file-system uid, gid and groups are the
-user's (all three are per-thread on Linux), on a root directory opened beforehand.
-"""
+"""File operations in a sandbox with a user's permissions (see `Sandbox.as_user`)."""
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
-import platform
 import shutil
 import stat
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
 import anyio
 
-from .. import _files
 from .._files import _resolve_final, _walk_parent
 from .._isolation import Sandbox, User
 
@@ -28,9 +19,6 @@ T = TypeVar("T")
 
 MAX_ENTRIES = 10_000
 """The most entries one ListDir answers."""
-
-# setgroups(2) through glibc changes every thread; the raw system call only this one
-_SYS_SETGROUPS = {"x86_64": 116, "aarch64": 159}
 
 
 @dataclass(frozen=True)
@@ -53,60 +41,8 @@ def resolve(path: str, user: User) -> str:
 
 
 async def as_user(sandbox: Sandbox, user: User, operation: Callable[[str], T]) -> T:
-    """Run `operation(root)` on the sandbox's files with `user`'s permissions."""
-    return await anyio.to_thread.run_sync(_run_as, sandbox, user, operation)
-
-
-def _run_as(sandbox: Sandbox, user: User, operation: Callable[[str], T]) -> T:
-    root_fd = os.open(sandbox.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    root = f"/proc/self/fd/{root_fd}"
-    try:
-        if user.uid == os.geteuid():
-            return operation(root)
-        groups = _groups(root, user)
-        outcome: list[tuple[bool, object]] = []
-
-        def run() -> None:
-            try:
-                _assume(user, groups)
-                outcome.append((True, operation(root)))
-            except BaseException as ex:
-                outcome.append((False, ex))
-
-        thread = threading.Thread(target=run, name="e2b-fs")
-        thread.start()
-        thread.join()
-    finally:
-        os.close(root_fd)
-    ok, value = outcome[0]
-    if not ok:
-        assert isinstance(value, BaseException)
-        raise value
-    return value  # type: ignore[return-value]
-
-
-def _groups(root: str, user: User) -> list[int]:
-    groups = [user.gid]
-    text = _files.read_file(root, "/etc/group").decode(errors="replace")
-    for line in text.splitlines():
-        entry = line.split(":")
-        if len(entry) >= 4 and user.name in entry[3].split(",") and entry[2].isdigit():
-            groups.append(int(entry[2]))
-    return groups
-
-
-def _assume(user: User, groups: list[int]) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    number = _SYS_SETGROUPS.get(platform.machine())
-    if number is not None:
-        array = (ctypes.c_uint * len(groups))(*groups)
-        if libc.syscall(number, len(groups), array) != 0:
-            raise OSError(ctypes.get_errno(), "setgroups")
-    libc.setfsgid(user.gid)
-    libc.setfsuid(user.uid)
-    # both calls return the previous id: a second call tells whether the change took
-    if libc.setfsuid(user.uid) != user.uid or libc.setfsgid(user.gid) != user.gid:
-        raise PermissionError(errno.EPERM, f"cannot act as user {user.name}")
+    """Run `operation(root)` on the sandbox's files with `user`'s permissions, off the loop."""
+    return await anyio.to_thread.run_sync(sandbox.as_user, user, operation)
 
 
 def entry(root: str, path: str) -> Entry:
