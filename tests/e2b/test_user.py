@@ -1,8 +1,8 @@
-"""The `user` account of E2B sandboxes: E2B's name and home, a uid no host account has."""
+"""The `user` account of E2B sandboxes: E2B's name and home, an id no host account has."""
 
 from __future__ import annotations
 
-import pwd
+from pathlib import Path
 
 import pytest
 
@@ -12,15 +12,16 @@ pytestmark = pytest.mark.usefixtures("e2b_env")
 
 
 def expected_uid() -> int:
-    """The host's own `user`, else the first uid from 1000 no host account has."""
-    taken = {entry.pw_uid for entry in pwd.getpwall()}
-    try:
-        return pwd.getpwnam("user").pw_uid
-    except KeyError:
-        return next(uid for uid in range(1000, 65536) if uid not in taken)
+    """The first id from 1000 that no account or group of the host's has."""
+    taken = {
+        int(line.split(":")[2])
+        for path in ("/etc/passwd", "/etc/group")
+        for line in Path(path).read_text().splitlines()
+    }
+    return next(uid for uid in range(1000, 65536) if uid not in taken)
 
 
-def test_the_user_has_uid_1000_unless_a_host_account_has_it() -> None:
+def test_the_user_has_uid_1000_unless_a_host_account_or_group_has_it() -> None:
     sbx = Sandbox.create()
     try:
         ids = sbx.commands.run("id -un; id -u; id -g; echo $HOME").stdout.split()

@@ -887,11 +887,17 @@ def test_the_default_cap_leaves_a_quarter_of_the_hosts_processes_to_it() -> None
     assert default_pids_cap() == 3 * min(limits) // 4
 
 
-async def test_a_sandbox_has_the_hosts_system_accounts_only_and_its_user_is_1000(
+async def test_a_sandbox_has_the_hosts_system_accounts_only_and_a_user_no_host_id_has(
     sandbox: NamespaceSandbox,
 ) -> None:
+    host_ids = {
+        int(line.split(":")[2])
+        for path in ("/etc/passwd", "/etc/group")
+        for line in (await anyio.Path(path).read_text()).splitlines()
+    }
+    expected = next(uid for uid in range(1000, 65536) if uid not in host_ids)
     user = sandbox.user("user")
-    assert (user.uid, user.gid) == (1000, 1000)
+    assert (user.uid, user.gid) == (expected, expected)
     _, out = await _run(sandbox, "cat /etc/passwd /etc/group")
     lines = out.splitlines()
     assert any(line.startswith("root:x:0:") for line in lines)

@@ -280,7 +280,7 @@ def _append(path: str, line: str) -> None:
 def _system_accounts(base: str) -> None:
     """Keep only the system's accounts and groups of the host's (ids below 1000, or from
     60000 on, as `nobody`'s) in the base layer's /etc: the host's users are none of a
-    sandbox's business, and its own `user` then has uid 1000."""
+    sandbox's business."""
     names = {entry[0] for entry in _keep_system(base + "/etc/passwd")}
     _keep_system(base + "/etc/group", members=names)
 
@@ -301,13 +301,14 @@ def _keep_system(path: str, members: set[str] | None = None) -> list[list[str]]:
 
 
 def _add_user(base: str, name: str, uid: int) -> None:
-    """Add the account `name` (its uid, or the next free one) to the base layer's /etc."""
+    """Add the account `name` to the base layer's /etc, with `uid` or the next id that no
+    account or group of the host's has: a host user's files in a shared or exposed directory
+    are then not the sandbox user's."""
     passwd, group = base + "/etc/passwd", base + "/etc/group"
     with open(passwd) as file:
-        entries = [line.split(":") for line in file if line.count(":") >= 6]
-    if any(entry[0] == name for entry in entries):
-        return
-    taken = {int(entry[2]) for entry in entries if entry[2].isdigit()}
+        if any(line.split(":")[0] == name for line in file):
+            return
+    taken = _host_ids("/etc/passwd") | _host_ids("/etc/group")
     while uid in taken:
         uid += 1
     home = f"/home/{name}"
@@ -315,6 +316,16 @@ def _add_user(base: str, name: str, uid: int) -> None:
     _append(group, f"{name}:x:{uid}:\n")
     os.mkdir(base + home, 0o755)
     os.chown(base + home, uid, uid)
+
+
+def _host_ids(path: str) -> set[int]:
+    """The ids of the host's accounts (an /etc/passwd) or groups (an /etc/group)."""
+    try:
+        with open(path) as file:
+            fields = [line.split(":") for line in file if line.count(":") >= 2]
+    except FileNotFoundError:
+        return set()
+    return {int(entry[2]) for entry in fields if entry[2].isdigit()}
 
 
 def _shadow(base: str) -> None:
