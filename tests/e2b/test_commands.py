@@ -23,7 +23,7 @@ from inspect_swarm.server._keys import Owner
 from inspect_swarm.server._schema import Size
 from inspect_swarm.server._store import Store
 from inspect_swarm.server.e2b._envd import Envd
-from inspect_swarm.server.e2b._process import Command, ProcessService
+from inspect_swarm.server.e2b._process_service import Command, ProcessService
 from inspect_swarm.server.e2b._sandboxes import E2BSandbox, E2BSandboxes
 
 from ..server.conftest import needs_namespaces

@@ -17,8 +17,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from inspect_swarm.server import _files
+from inspect_swarm.server import _sandbox_files
 from inspect_swarm.server._cgroups import Cgroups, Limits, SandboxCgroup, default_pids_cap
+from inspect_swarm.server._child_process import SpawnOptions, spawn
 from inspect_swarm.server._engine import _follow
 from inspect_swarm.server._forward import Forwarder
 from inspect_swarm.server._isolation import (
@@ -32,7 +33,6 @@ from inspect_swarm.server._isolation import (
     User,
     _answer,
 )
-from inspect_swarm.server._process import SpawnOptions, spawn
 from inspect_swarm.server._sandbox_init import _command_filter, _copy
 
 from .conftest import needs_namespaces
@@ -819,7 +819,7 @@ async def test_the_server_reaches_a_sandboxs_files_only_as_its_processes_could(
     assert (await _run(sandbox, "echo root-only > /root-file; chmod 600 /root-file"))[0] == 0
     assert sandbox.read_file("/root-file") == b"root-only\n"  # root of the sandbox may
     with pytest.raises(PermissionError):
-        sandbox.as_user(user, lambda root: _files.read_file(root, "/root-file"))
+        sandbox.as_user(user, lambda root: _sandbox_files.read_file(root, "/root-file"))
     # PID 1's environment needs CAP_SYS_PTRACE, which no process of the sandbox has
     with pytest.raises(PermissionError):
         sandbox.read_file("/proc/1/environ")

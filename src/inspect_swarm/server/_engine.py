@@ -24,10 +24,10 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ._cgroups import Limits
+from ._child_process import ChildProcess
 from ._isolation import Sandbox, SandboxError, SandboxHost
 from ._keys import ROOT, Owner, child_lineage, new_key
 from ._limits import check_command_line
-from ._process import ChildProcess
 from ._schema import (
     RESULT_BYTES,
     TAIL_BYTES,

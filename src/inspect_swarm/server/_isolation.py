@@ -6,7 +6,7 @@ root of what the host allows it (`SYSTEM_DIRS`, part of /etc, what the server ex
 shares) with writable layers on a disk of the quota's size, starts the sandbox's commands
 when asked on its control socket, and makes the sandbox anew for a run's next command
 (`reset`). The server reaches a sandbox's files as a process of the sandbox would
-(`_files.run_as`). `process` (anything else): plain processes in a private directory, no
+(`_sandbox_files.run_as`). `process` (anything else): plain processes in a private directory, no
 isolation, which every run reports. Both put a sandbox's processes in its own cgroups when
 this machine allows it, for memory and pids limits.
 """
@@ -34,11 +34,11 @@ from typing import Literal, TypeVar
 
 import anyio
 
-from . import _files
+from . import _sandbox_files
 from ._cgroups import Cgroups, Limits, SandboxCgroup, default_pids_cap
+from ._child_process import ChildProcess, HostProcess, SandboxProcess, SpawnOptions, spawn
 from ._disks import Disk, DiskError, DiskPool
 from ._forward import MAX_CONNECTIONS, Forwarder
-from ._process import ChildProcess, HostProcess, SandboxProcess, SpawnOptions, spawn
 from ._sandbox_init import KEPT_CAPABILITIES
 
 IsolationMode = Literal["namespaces", "process"]
@@ -201,11 +201,11 @@ class Sandbox:
 
     def read_file(self, path: str, limit: int | None = None) -> bytes:
         """Read a file of the sandbox (absolute path as seen inside) as its root."""
-        return self.as_user(ROOT, lambda root: _files.read_file(root, path, limit))
+        return self.as_user(ROOT, lambda root: _sandbox_files.read_file(root, path, limit))
 
     def write_file(self, path: str, data: bytes, user: User = ROOT) -> None:
         """Write a file of the sandbox as `user`."""
-        self.as_user(user, lambda root: _files.write_file(root, path, data))
+        self.as_user(user, lambda root: _sandbox_files.write_file(root, path, data))
 
     def oom_killed(self) -> bool:
         """Whether the kernel killed a process of the sandbox for memory."""
@@ -301,8 +301,10 @@ class NamespaceSandbox(Sandbox):
 
     def as_user(self, user: User, operation: Callable[[str], T]) -> T:
         """`operation(root)` on a thread with the ids, groups and capabilities a process of
-        `user` has in the sandbox (`_files.run_as`)."""
-        return _files.run_as(self.root, user.name, user.uid, user.gid, _kept_mask(), operation)
+        `user` has in the sandbox (`_sandbox_files.run_as`)."""
+        return _sandbox_files.run_as(
+            self.root, user.name, user.uid, user.gid, _kept_mask(), operation
+        )
 
     async def _start(
         self, argv: Sequence[str], env: dict[str, str], cwd: str, user: User, stdin: bool
@@ -355,7 +357,7 @@ class NamespaceSandbox(Sandbox):
             await process.wait()  # PID 1 has reaped it
             self.forget(process)
         if "listener" in handles:
-            self._listen(socket.socket(fileno=handles["listener"]))
+            self.listen(socket.socket(fileno=handles["listener"]))
         self.root_fd = _open_root(self.init_pid)
         self.id = sandbox_id
         self.cgroup.count_from_now()
@@ -371,7 +373,7 @@ class NamespaceSandbox(Sandbox):
             raise SandboxError(f"sandbox {self.id} has ended")
         return self.control
 
-    def _listen(self, listener: socket.socket) -> None:
+    def listen(self, listener: socket.socket) -> None:
         """Forward the connections of `listener` (instead of the last one's) to the server."""
         assert self.forwarder is not None, "PID 1 listens only when the server forwards"
         if self.listener is not None:
@@ -602,7 +604,7 @@ class SandboxHost:
         sandbox.root_fd = _open_root(sandbox.init_pid)
         sandbox.forwarder = self._forwarder
         if "listener" in handles:
-            sandbox._listen(socket.socket(fileno=handles["listener"]))
+            sandbox.listen(socket.socket(fileno=handles["listener"]))
 
     async def _take_disk(self) -> Disk:
         assert self._disks is not None

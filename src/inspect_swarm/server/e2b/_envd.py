@@ -15,7 +15,7 @@ from .._edge import HttpLimits
 from .._engine import Engine
 from .._isolation import SandboxError, User
 from .._limits import BadInput, check_command_line, check_env, check_path, check_text, refusing
-from ._fs import resolve
+from ._file_ops import resolve
 from ._sandboxes import E2BError, E2BSandbox, E2BSandboxes
 
 DEFAULT_USER = "user"

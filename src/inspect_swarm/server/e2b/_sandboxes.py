@@ -23,7 +23,7 @@ from .._schema import TEMPLATES, ApiError, Size
 from .._views import iso, long_lived_object
 
 if TYPE_CHECKING:
-    from ._process import Command
+    from ._process_service import Command
 
 ENVD_VERSION = "0.5.7"
 """The envd protocol version this server speaks (gates the SDK's features)."""

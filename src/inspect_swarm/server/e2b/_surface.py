@@ -19,8 +19,8 @@ from .._app import PROVISION, READ, Keys
 from .._keys import Owner
 from .._limits import check_command_line, check_env, check_labels, parse_json, refusing, shown
 from ._envd import Envd, bad_request
-from ._filesystem import FilesystemService, read_files, write_files
-from ._process import ProcessService
+from ._filesystem_service import FilesystemService, read_files, write_files
+from ._process_service import ProcessService
 from ._sandboxes import DEFAULT_TIMEOUT, E2BError, E2BSandboxes
 
 

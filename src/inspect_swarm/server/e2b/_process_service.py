@@ -15,8 +15,8 @@ from e2b.envd.process import process_pb as pb
 from e2b.envd.process.process_connect import Process
 from protobuf import Oneof
 
+from .._child_process import ChildProcess
 from .._isolation import SandboxError
-from .._process import ChildProcess
 from ._envd import Envd, connect_errors
 
 if TYPE_CHECKING:

@@ -36,7 +36,7 @@ def _parts(path: str) -> list[str]:
 
 
 @contextmanager
-def _walk_parent(root: str, path: str, create_dirs: bool) -> Iterator[tuple[int, str]]:
+def walk_parent(root: str, path: str, create_dirs: bool) -> Iterator[tuple[int, str]]:
     """Yield (fd of the parent directory, final name) of `path` inside `root`."""
     if not path.startswith("/"):
         raise ValueError(f"path must be absolute, got {path!r}")
@@ -76,11 +76,11 @@ def _walk_parent(root: str, path: str, create_dirs: bool) -> Iterator[tuple[int,
             os.close(fd)
 
 
-def _resolve_final(root: str, path: str) -> str:
+def resolve_final(root: str, path: str) -> str:
     """`path` with a symlink in its final component resolved inside `root`."""
     for _ in range(_MAX_LINKS):
         try:
-            with _walk_parent(root, path, create_dirs=False) as (parent, name):
+            with walk_parent(root, path, create_dirs=False) as (parent, name):
                 info = os.stat(name, dir_fd=parent, follow_symlinks=False)
                 if not stat.S_ISLNK(info.st_mode):
                     return path
@@ -94,8 +94,8 @@ def _resolve_final(root: str, path: str) -> str:
 
 def read_file(root: str, path: str, limit: int | None = None) -> bytes:
     """Read a file of the sandbox (at most `limit` bytes plus one, to detect overflow)."""
-    path = _resolve_final(root, path)
-    with _walk_parent(root, path, create_dirs=False) as (parent, name):
+    path = resolve_final(root, path)
+    with walk_parent(root, path, create_dirs=False) as (parent, name):
         fd = _open_regular(name, os.O_RDONLY, 0, parent, path)
     with os.fdopen(fd, "rb") as file:
         return file.read() if limit is None else file.read(limit + 1)
@@ -104,8 +104,8 @@ def read_file(root: str, path: str, limit: int | None = None) -> bytes:
 def write_file(root: str, path: str, data: bytes, mode: int = 0o644) -> None:
     """Write a file of the sandbox, making missing parent directories (a new file or
     directory is the file-system user's, as a command's would be)."""
-    path = _resolve_final(root, path)
-    with _walk_parent(root, path, create_dirs=True) as (parent, name):
+    path = resolve_final(root, path)
+    with walk_parent(root, path, create_dirs=True) as (parent, name):
         fd = _open_regular(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode, parent, path)
     with os.fdopen(fd, "wb") as file:
         file.write(data)

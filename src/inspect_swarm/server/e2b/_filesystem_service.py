@@ -14,9 +14,9 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 from protobuf.wkt.google.protobuf.timestamp_pb import Timestamp
 
-from .. import _files
+from .. import _sandbox_files
 from ._envd import Envd, connect_errors
-from ._fs import Entry, as_user, entry, list_dir, make_dir, move, remove
+from ._file_ops import Entry, as_user, entry, list_dir, make_dir, move, remove
 from ._sandboxes import E2BError, E2BSandbox
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ T = TypeVar("T")
 
 def _names(root: str, path: str) -> dict[int, str]:
     try:
-        text = _files.read_file(root, path).decode(errors="replace")
+        text = _sandbox_files.read_file(root, path).decode(errors="replace")
     except OSError:
         return {}
     entries = (line.split(":") for line in text.splitlines())
@@ -168,7 +168,9 @@ async def read_files(envd: Envd, request: Request) -> Response:
     box, user, path = _target(envd, request, request.query_params.get("path", ""))
     most = envd.max_file
     try:
-        data = await as_user(box.sandbox, user, lambda root: _files.read_file(root, path, most))
+        data = await as_user(
+            box.sandbox, user, lambda root: _sandbox_files.read_file(root, path, most)
+        )
     except OSError as ex:
         raise _os_error(ex, path) from None
     if len(data) > most:
@@ -195,7 +197,7 @@ async def write_files(envd: Envd, request: Request) -> JSONResponse:
 async def _write(envd: Envd, request: Request, name: str, data: bytes) -> dict[str, str]:
     box, user, path = _target(envd, request, name)
     try:
-        await as_user(box.sandbox, user, lambda root: _files.write_file(root, path, data))
+        await as_user(box.sandbox, user, lambda root: _sandbox_files.write_file(root, path, data))
     except OSError as ex:
         raise _os_error(ex, path) from None
     return {"name": os.path.basename(path), "type": "file", "path": path}
