@@ -17,12 +17,13 @@ from protobuf.wkt.google.protobuf.timestamp_pb import Timestamp
 from .. import _sandbox_files
 from ._envd import Envd, connect_errors
 from ._file_ops import Entry, as_user, entry, list_dir, make_dir, move, remove
-from ._sandboxes import E2BError, E2BSandbox
+from ._wire import E2BError
 
 if TYPE_CHECKING:
     from connectrpc.request import RequestContext
 
     from .._isolation import User
+    from .._long_lived import LongLivedSandbox
 
 T = TypeVar("T")
 
@@ -203,7 +204,7 @@ async def _write(envd: Envd, request: Request, name: str, data: bytes) -> dict[s
     return {"name": os.path.basename(path), "type": "file", "path": path}
 
 
-def _target(envd: Envd, request: Request, path: str) -> tuple[E2BSandbox, User, str]:
+def _target(envd: Envd, request: Request, path: str) -> tuple[LongLivedSandbox, User, str]:
     if not path:
         raise E2BError(400, "missing path: name the file with ?path=")
     box = envd.sandbox(request.headers)
