@@ -1,4 +1,4 @@
-"""The swarm server, its Swarms API client, CLI and MCP tools.
+"""The swarm server, its Swarms API client, CLI, MCP tools and sweeps.
 
 A self-hosted server for the Swarms API (one shell command on many isolated sandboxes at
 once) and a client that works the same against it and against hosted servers. The swarm
@@ -13,10 +13,14 @@ from ._client import (
     NotFoundError,
     PlanRequiredError,
     RateLimitError,
+    Sandboxes,
+    Servers,
+    Swarms,
     SwarmsAPIError,
     SwarmsClient,
     is_finished,
 )
+from ._sweep import sample_arms, sweep
 
 __all__ = [
     "APIConnectionError",
@@ -26,7 +30,12 @@ __all__ = [
     "NotFoundError",
     "PlanRequiredError",
     "RateLimitError",
+    "Sandboxes",
+    "Servers",
+    "Swarms",
     "SwarmsAPIError",
     "SwarmsClient",
     "is_finished",
+    "sample_arms",
+    "sweep",
 ]
