@@ -16,7 +16,7 @@ from ._auth import Keys
 from ._edge import Edge, HttpLimits
 from ._errors import ApiError
 from ._model import InvalidRequest, SwarmError
-from ._routes import router
+from ._routes import routes
 from ._swarms import Swarms
 from .e2b import UPLOAD_PATHS, mount_e2b
 
@@ -51,10 +51,10 @@ def create_app(
     limits = limits or HttpLimits()
     app.add_middleware(Edge, limits=limits, uploads=UPLOAD_PATHS)
     auth = Keys(keys, swarms.keyring)
-    app.state.swarms = swarms
     app.state.keys = auth
+    # the Swarms API's routes first: a poll is matched before the E2B surface's are tried
+    app.include_router(routes(swarms))
     mount_e2b(app, swarms, max_file=limits.max_file)
-    app.include_router(router)
     swarms.leases.close_accounts(auth.accounts)
 
     @app.exception_handler(ApiError)

@@ -4,9 +4,9 @@ the domain's terms (`_schema`), asks the domain (`Swarms`), and answers in the w
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from ._auth import Principal, Provisioner, Reader, Releaser
@@ -27,122 +27,101 @@ from ._wire import (
 )
 
 
-def swarms_of(request: Request) -> Swarms:
-    """The domain of the request's app."""
-    swarms = request.app.state.swarms
-    assert isinstance(swarms, Swarms), "create_app puts the server's domain on the app"
-    return swarms
+def routes(swarms: Swarms) -> APIRouter:
+    """The Swarms API's routes over `swarms` (bound here rather than as a dependency: solving
+    one costs more than the rest of a poll's route)."""
+    router = APIRouter()
 
+    @router.get("/healthz")
+    async def healthz() -> JSONResponse:
+        stopped = swarms.stopped
+        health = health_object(stopped, swarms.isolation, swarms.max_running)
+        return JSONResponse(health, status_code=200 if stopped is None else 503)
 
-Domain = Annotated[Swarms, Depends(swarms_of)]
+    # runs
 
-router = APIRouter()
+    @router.post("/api/swarms")
+    async def start(request: Request, who: Provisioner) -> Response:
+        raw = json_body(await request.body())
+        run, created = swarms.start(who.owner, start_request(raw, _idempotency_key(request)))
+        return _run_json(run, 201 if created else 200)
 
+    @router.get("/api/swarms")
+    async def list_runs(who: Reader) -> dict[str, Any]:
+        return {"swarms": swarms.summaries(who.owner)}
 
-@router.get("/healthz")
-async def healthz(swarms: Domain) -> JSONResponse:
-    stopped = swarms.stopped
-    health = health_object(stopped, swarms.isolation, swarms.max_running)
-    return JSONResponse(health, status_code=200 if stopped is None else 503)
+    @router.get("/api/swarms/access")
+    async def access(_: Reader) -> dict[str, Any]:
+        return access_object(swarms.settings.plan, swarms.settings.max_sandboxes)
 
+    @router.get("/api/swarms/{run_id}")
+    async def get_run(run_id: str, who: Reader) -> Response:
+        return _run_json(swarms.run(run_id, who.owner))
 
-# runs
+    @router.get("/api/swarms/{run_id}/results")
+    async def results(run_id: str, who: Reader) -> Response:
+        results = swarms.run(run_id, who.owner).results()
+        return Response(results, media_type="application/x-ndjson")
 
+    @router.post("/api/swarms/{run_id}/cancel")
+    async def cancel(run_id: str, who: Provisioner) -> Response:
+        return _run_json(swarms.cancel(run_id, who.owner))
 
-@router.post("/api/swarms")
-async def start(request: Request, who: Provisioner, swarms: Domain) -> Response:
-    raw = json_body(await request.body())
-    run, created = swarms.start(who.owner, start_request(raw, _idempotency_key(request)))
-    return _run_json(run, 201 if created else 200)
+    # the lease
 
+    @router.get("/v1/servers")
+    async def servers(who: Reader) -> dict[str, Any]:
+        lease = swarms.leases.current()
+        mine = lease is not None and lease.account == who.owner.account
+        state = "available" if lease is None else "yours" if mine else "busy"
+        return servers_object(
+            state,
+            swarms.settings.memory_gib,
+            swarms.isolation,
+            _lease_json(swarms, lease, who) if mine and lease else None,
+            swarms.settings.plan == "scale",
+        )
 
-@router.get("/api/swarms")
-async def list_runs(who: Reader, swarms: Domain) -> dict[str, Any]:
-    return {"swarms": swarms.summaries(who.owner)}
+    @router.post("/v1/servers/lease")
+    async def lease(who: Provisioner) -> JSONResponse:
+        held, created = swarms.rent(who.owner.account)
+        return JSONResponse(_lease_json(swarms, held, who), status_code=201 if created else 200)
 
+    @router.delete("/v1/servers/lease")
+    async def release(who: Releaser) -> dict[str, Any]:
+        ended = swarms.leases.release_by(who.owner.account)
+        return lease_object(ended, swarms.settings.memory_gib, swarms.booked_gb, swarms.running)
 
-@router.get("/api/swarms/access")
-async def access(_: Reader, swarms: Domain) -> dict[str, Any]:
-    return access_object(swarms.settings.plan, swarms.settings.max_sandboxes)
+    # sandboxes
 
+    @router.post("/v1/sandboxes")
+    async def create_sandbox(request: Request, who: Provisioner) -> JSONResponse:
+        data = await request.body()
+        body = parse_sandbox(json_body(data) if data else {})
+        box = await swarms.create_sandbox(
+            who.owner,
+            body.template,
+            body.size.domain(),
+            body.timeoutSeconds,
+            body.metadata,
+            body.env,
+        )
+        return JSONResponse(_sandbox_json(swarms, box), status_code=201)
 
-@router.get("/api/swarms/{run_id}")
-async def get_run(run_id: str, who: Reader, swarms: Domain) -> Response:
-    return _run_json(swarms.run(run_id, who.owner))
+    @router.get("/v1/sandboxes")
+    async def list_sandboxes(who: Reader) -> dict[str, Any]:
+        boxes = reversed(swarms.sandboxes.of(who.owner))
+        return {"sandboxes": [_sandbox_json(swarms, box) for box in boxes]}
 
+    @router.get("/v1/sandboxes/{sandbox_id}")
+    async def sandbox(sandbox_id: str, who: Reader) -> dict[str, Any]:
+        return _sandbox_json(swarms, swarms.sandbox(sandbox_id, who.owner))
 
-@router.get("/api/swarms/{run_id}/results")
-async def results(run_id: str, who: Reader, swarms: Domain) -> Response:
-    results = swarms.run(run_id, who.owner).results()
-    return Response(results, media_type="application/x-ndjson")
+    @router.delete("/v1/sandboxes/{sandbox_id}")
+    async def kill_sandbox(sandbox_id: str, who: Provisioner) -> dict[str, Any]:
+        return long_lived_object(await swarms.kill_sandbox(sandbox_id, who.owner))
 
-
-@router.post("/api/swarms/{run_id}/cancel")
-async def cancel(run_id: str, who: Provisioner, swarms: Domain) -> Response:
-    return _run_json(swarms.cancel(run_id, who.owner))
-
-
-# the lease
-
-
-@router.get("/v1/servers")
-async def servers(who: Reader, swarms: Domain) -> dict[str, Any]:
-    lease = swarms.leases.current()
-    mine = lease is not None and lease.account == who.owner.account
-    state = "available" if lease is None else "yours" if mine else "busy"
-    return servers_object(
-        state,
-        swarms.settings.memory_gib,
-        swarms.isolation,
-        _lease_json(swarms, lease, who) if mine and lease else None,
-        swarms.settings.plan == "scale",
-    )
-
-
-@router.post("/v1/servers/lease")
-async def lease(who: Provisioner, swarms: Domain) -> JSONResponse:
-    held, created = swarms.rent(who.owner.account)
-    return JSONResponse(_lease_json(swarms, held, who), status_code=201 if created else 200)
-
-
-@router.delete("/v1/servers/lease")
-async def release(who: Releaser, swarms: Domain) -> dict[str, Any]:
-    ended = swarms.leases.release_by(who.owner.account)
-    return lease_object(ended, swarms.settings.memory_gib, swarms.booked_gb, swarms.running)
-
-
-# sandboxes
-
-
-@router.post("/v1/sandboxes")
-async def create_sandbox(request: Request, who: Provisioner, swarms: Domain) -> JSONResponse:
-    data = await request.body()
-    body = parse_sandbox(json_body(data) if data else {})
-    box = await swarms.create_sandbox(
-        who.owner,
-        body.template,
-        body.size.domain(),
-        body.timeoutSeconds,
-        body.metadata,
-        body.env,
-    )
-    return JSONResponse(_sandbox_json(swarms, box), status_code=201)
-
-
-@router.get("/v1/sandboxes")
-async def list_sandboxes(who: Reader, swarms: Domain) -> dict[str, Any]:
-    boxes = reversed(swarms.sandboxes.of(who.owner))
-    return {"sandboxes": [_sandbox_json(swarms, box) for box in boxes]}
-
-
-@router.get("/v1/sandboxes/{sandbox_id}")
-async def sandbox(sandbox_id: str, who: Reader, swarms: Domain) -> dict[str, Any]:
-    return _sandbox_json(swarms, swarms.sandbox(sandbox_id, who.owner))
-
-
-@router.delete("/v1/sandboxes/{sandbox_id}")
-async def kill_sandbox(sandbox_id: str, who: Provisioner, swarms: Domain) -> dict[str, Any]:
-    return long_lived_object(await swarms.kill_sandbox(sandbox_id, who.owner))
+    return router
 
 
 # answers
