@@ -6,6 +6,7 @@ import base64
 import gc
 import select
 import signal
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,7 +18,13 @@ from connectrpc.method import IdempotencyLevel, MethodInfo
 from connectrpc.request import Headers, RequestContext
 from e2b.envd.process import process_pb as pb
 
-from inspect_swarm.server._isolation import IsolationConfig, NamespaceSandbox, SandboxHost
+from inspect_swarm.server._isolation import (
+    IsolationConfig,
+    NamespaceSandbox,
+    Sandbox,
+    SandboxHost,
+    User,
+)
 from inspect_swarm.server._keys import Owner
 from inspect_swarm.server._long_lived import LongLivedSandbox
 from inspect_swarm.server._model import SandboxSpec, Settings, Size
@@ -133,3 +140,31 @@ async def test_a_sandbox_ends_with_its_pid_1_and_a_command_it_could_not_start_fa
     record = swarms.store.long_lived(box.id, ACCOUNT)
     assert record is not None and record.end_reason == "init ended"
     swarms.engine.book(Size(1, 4))  # its memory was given back
+
+
+@needs_namespaces
+@pytest.mark.parametrize("swarms", ["namespaces"], indirect=True)
+async def test_a_commands_user_is_looked_up_off_the_event_loop(
+    swarms: Swarms, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the sandbox's /etc/passwd is read as its root, on a thread of the file layer's: the
+    # event loop would wait for it, every request with it
+    loop, looked_up = threading.get_ident(), set[int]()
+    lookup = Sandbox.user
+
+    def user(sandbox: Sandbox, name: str) -> User:
+        looked_up.add(threading.get_ident())
+        return lookup(sandbox, name)
+
+    monkeypatch.setattr(Sandbox, "user", user)
+    service = ProcessService(Envd(swarms.sandboxes))
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            await tg.start(swarms.serve)
+            box = await _start_sandbox(swarms)
+            request = pb.StartRequest(process=pb.ProcessConfig(cmd="true"))
+            started = service.start(request, _start_context(box, "user"))
+            events = [response.event.event.field async for response in started]  # type: ignore[union-attr]
+            tg.cancel_scope.cancel()
+    assert events[0] == "start" and events[-1] == "end"
+    assert looked_up and loop not in looked_up

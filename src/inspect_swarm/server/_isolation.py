@@ -27,6 +27,7 @@ import signal
 import socket
 import struct
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -224,8 +225,13 @@ class Sandbox:
             for process in list(self._processes):
                 await process.wait()
                 self.forget(process)
-            await _release_cgroup(self.cgroups, self.cgroup)
-            await anyio.to_thread.run_sync(shutil.rmtree, self.dir, True)
+            # cgroupfs and the file system take their time: never on the event loop
+            await anyio.to_thread.run_sync(self._remove)
+
+    def _remove(self) -> None:
+        """Give the sandbox's cgroups back and remove its directory (blocks)."""
+        _release_cgroup(self.cgroups, self.cgroup)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def _spread_subdirectories(path: Path) -> None:
@@ -254,7 +260,7 @@ def _memfd(data: bytes) -> int:
     return fd
 
 
-async def _release_cgroup(cgroups: Cgroups, cgroup: SandboxCgroup) -> None:
+def _release_cgroup(cgroups: Cgroups, cgroup: SandboxCgroup) -> None:
     if cgroups.recycle(cgroup):
         return
     # a killed process leaves its cgroup a moment after it is reaped
@@ -262,7 +268,7 @@ async def _release_cgroup(cgroups: Cgroups, cgroup: SandboxCgroup) -> None:
         if cgroup.remove():
             return
         cgroup.kill_all()
-        await anyio.sleep(0.02)
+        time.sleep(0.02)
 
 
 @dataclass
@@ -406,26 +412,32 @@ class NamespaceSandbox(Sandbox):
     async def close(self) -> None:
         """End the sandbox once its PID 1 is gone."""
         with anyio.CancelScope(shield=True):
-            if self.forwarder is not None and self.listener is not None:
-                self.forwarder.remove(self.listener)
-                self.listener = None
             if self.init_fd >= 0:
                 self.kill_processes()
                 await anyio.wait_readable(self.init_fd)
-                self.init_fd = _closed(self.init_fd)
-            self.root_fd = _closed(self.root_fd)
-            if self.disks is not None and self.layer_fd >= 0:
-                # the disk's last mount: PID 1 ended without waiting to unmount it, and
-                # neither does this
-                self.disks.let_go(self.layer_fd)
-                self.layer_fd = -1
-            self.layer_fd = _closed(self.layer_fd)
-            if self.disk is not None:
-                self.disk.unlink(missing_ok=True)  # its space goes with the last mount of it
             if self.control is not None:
                 _close_socket(self.control)
                 self.control = None
+            # the last of the server's hold on the sandbox's namespaces and mounts: the
+            # kernel tears them down as they are let go, which takes a while
+            await anyio.to_thread.run_sync(self._let_go)
             await super().close()
+
+    def _let_go(self) -> None:
+        """Let go of the sandbox's listener, PID 1, root and disk (blocks)."""
+        if self.forwarder is not None and self.listener is not None:
+            self.forwarder.remove(self.listener)
+            self.listener = None
+        self.init_fd = _closed(self.init_fd)
+        self.root_fd = _closed(self.root_fd)
+        if self.disks is not None and self.layer_fd >= 0:
+            # the disk's last mount: PID 1 ended without waiting to unmount it, and
+            # neither does this
+            self.disks.let_go(self.layer_fd)
+            self.layer_fd = -1
+        self.layer_fd = _closed(self.layer_fd)
+        if self.disk is not None:
+            self.disk.unlink(missing_ok=True)  # its space goes with the last mount of it
 
 
 @dataclass
@@ -560,7 +572,7 @@ class SandboxHost:
     async def create(self, sandbox_id: str, limits: Limits) -> Sandbox:
         """Boot a fresh sandbox (raises SandboxError with the reason when it cannot)."""
         directory = self.sandbox_dir / sandbox_id
-        cgroup = self.cgroups.create(limits)
+        cgroup = await anyio.to_thread.run_sync(self.cgroups.create, limits)
         if self.mode == "process":
             for home in ("root", "home/user"):
                 (directory / "root" / home).mkdir(parents=True)

@@ -8,6 +8,7 @@ import hmac
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
+import anyio
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 
@@ -86,12 +87,14 @@ class Envd:
             check_env("process.envs", env)
             check_command_line("process", argv, {**box.env, **env})
 
-    def user(
+    async def user(
         self, box: LongLivedSandbox, headers: Mapping[str, str], name: str | None = None
     ) -> User:
-        """The user a request acts as: `name`, else its Basic authorization, else `user`."""
+        """The user a request acts as: `name`, else its Basic authorization, else `user`
+        (looked up in the sandbox's /etc/passwd on a worker thread, not the event loop)."""
+        wanted = name or _basic_user(headers) or DEFAULT_USER
         try:
-            return box.sandbox.user(name or _basic_user(headers) or DEFAULT_USER)
+            return await anyio.to_thread.run_sync(box.sandbox.user, wanted)
         except SandboxError as ex:
             raise E2BError(400, str(ex)) from None
         except ProcessLookupError as ex:  # its PID 1 ended a moment ago: the sandbox with it

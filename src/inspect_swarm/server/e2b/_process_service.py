@@ -162,7 +162,7 @@ class ProcessService(Process):
         """Start a command and stream its output until it ends (ending it if the stream does)."""
         with connect_errors():
             box = self._envd.sandbox(ctx.request_headers)
-            user = self._envd.user(box, ctx.request_headers)
+            user = await self._envd.user(box, ctx.request_headers)
         if request.has_field("pty"):
             raise ConnectError(Code.UNIMPLEMENTED, "this server does not offer terminals (pty)")
         config = request.process or pb.ProcessConfig()
