@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from .ray_cluster import RayCluster, enter_own_network_namespace, start_cluster
+
 os.environ.setdefault("INSPECT_DISPLAY", "none")
 # the examples are importable, so tests run them as written
 sys.path.insert(0, str(Path(__file__).parents[1] / "examples"))
@@ -20,3 +22,42 @@ def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
 @pytest.fixture(params=["asyncio", "trio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--engines",
+        default="local",
+        help="the swarm server engines the server tests run on, comma-separated: local, ray "
+        "(ray runs a Ray cluster inside a network namespace this test process enters)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "ray: a test of the Ray engine (runs with --engines ray)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep the tests of the engines asked for (`--engines`): a test's engine is its `engine`
+    parameter, else ray for those marked so, else local."""
+    engines = set(config.getoption("--engines").split(","))
+    kept, dropped = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        engine = callspec.params.get("engine") if callspec is not None else None
+        if engine is None:
+            engine = "ray" if item.get_closest_marker("ray") else "local"
+        (kept if engine in engines else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[RayCluster]:
+    """A Ray head and two worker nodes (w1, w2: 8 CPUs and 8 GiB each) in a network
+    namespace of this test process's own, which the process enters for the session."""
+    enter_own_network_namespace()
+    cluster = start_cluster()
+    yield cluster
+    cluster.stop()

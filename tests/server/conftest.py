@@ -109,10 +109,32 @@ def start_server(state_dir: Path, *extra: str, keys: tuple[str, ...] = ACCOUNTS)
     raise RuntimeError(f"the server did not start: {log.name}")
 
 
+ENGINES = ["local", "ray"]
+"""The engines the server tests run on (`--engines` picks; local alone by default)."""
+
+
+def engine_args(request: pytest.FixtureRequest, engine: str) -> list[str]:
+    """The server options of `engine` (the Ray cluster's address for ray, starting it)."""
+    if engine == "local":
+        return []
+    cluster = request.getfixturevalue("ray_cluster")
+    return ["--engine", "ray", "--ray-address", cluster.address]
+
+
+@pytest.fixture(scope="module", params=ENGINES)
+def engine(request: pytest.FixtureRequest) -> str:
+    """The engine of the module's server."""
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """A server with 8 GiB to book and test keys (one account each, and a read-only key)."""
-    handle = start_server(tmp_path_factory.mktemp("swarm") / "state", "--memory-gib", "8")
+def server(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest, engine: str
+) -> Iterator[Server]:
+    """A server with 8 GiB to book and test keys (one account each, and a read-only key),
+    on each engine."""
+    state = tmp_path_factory.mktemp("swarm") / "state"
+    handle = start_server(state, "--memory-gib", "8", *engine_args(request, engine))
     yield handle
     handle.kill(signal.SIGTERM)
 

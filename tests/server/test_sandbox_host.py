@@ -32,7 +32,7 @@ from inspect_swarm.server._isolation import (
     User,
     _answer,
 )
-from inspect_swarm.server._local_engine import follow
+from inspect_swarm.server._sandbox_command import follow
 from inspect_swarm.server._sandbox_init import _command_filter, _copy
 
 from .conftest import needs_namespaces

@@ -30,11 +30,14 @@ pytestmark = needs_namespaces
 TINY = "1x1"
 
 
-def test_count_runs_every_index_with_the_swarm_and_lease_variables(server: Server) -> None:
+def test_count_runs_every_index_with_the_swarm_and_lease_variables(
+    server: Server, engine: str
+) -> None:
     with server.client() as client:
         run = client.swarms.start(
             'echo "$MARITIME_SWARM_INDEX/$MARITIME_SWARM_COUNT $MARITIME_SWARM_ID '
-            '$MARITIME_SERVER_LEASE_ID $MARITIME_API_KEY $E2B_API_KEY $MARITIME_API_URL"',
+            '$MARITIME_SERVER_LEASE_ID $MARITIME_API_KEY $E2B_API_KEY $MARITIME_API_URL" '
+            '"${INSPECT_SWARM_NODE-none}"',
             count=5,
             size=TINY,
             name="env",
@@ -46,8 +49,11 @@ def test_count_runs_every_index_with_the_swarm_and_lease_variables(server: Serve
     assert done["counts"]["succeeded"] == 5 and done["done"] == 5
     keys = set()
     for i, sandbox in enumerate(done["sandboxes"]):
-        index, run_id, lease_id, key, e2b_key, url = sandbox["stdoutTail"].split()
+        index, run_id, lease_id, key, e2b_key, url, node = sandbox["stdoutTail"].split()
         assert (sandbox["index"], index) == (i, f"{i}/5")
+        # the node it ran on: none on the local engine, Ray's node id on Ray
+        assert node == (sandbox["node"] if engine == "ray" else "none")
+        assert (sandbox["node"] is None) is (engine == "local")
         assert (run_id, lease_id, url) == (run["id"], lease["id"], server.url)
         # each sandbox has a key of its own (see tests/security/test_keys.py)
         assert key.startswith("mlk_") and e2b_key == key != lease["apiKey"]
@@ -392,7 +398,7 @@ FRESH_CHECKS = (
 
 @pytest.mark.parametrize("in_root", [False, True])
 def test_each_sandbox_of_a_run_is_fresh_though_it_reuses_the_last_ones_pid_1(
-    server: Server, in_root: bool
+    server: Server, engine: str, in_root: bool
 ) -> None:
     script = FRESH_CHECKS + ("touch /marker /root/marker; chmod 700 /" if in_root else "true")
     with server.client() as client:
@@ -402,8 +408,12 @@ def test_each_sandbox_of_a_run_is_fresh_though_it_reuses_the_last_ones_pid_1(
     assert [out[:4] for out in outputs] == [["0", "0", outputs[0][2], "666"]] * 3
     assert [out[4] for out in outputs] == [s["sandboxId"] for s in sandboxes]  # type: ignore[index]
     assert [out[7] for out in outputs] == [outputs[0][7]] * 3
-    assert outputs[0][7].split()[1] == "0"
+    # on Ray, commands start as Ray's workers do: first for the kernel to kill when the node
+    # runs out of memory, before Ray's own processes
+    assert outputs[0][7].split()[1] == ("1000" if engine == "ray" else "0")
     assert [out[8] for out in outputs] == ["bound"] * 3
+    if engine == "ray":  # each sandbox is new, on whichever node Ray picks: no PID 1 kept
+        return
     assert len({out[5] for out in outputs}) == 1  # one PID namespace: made anew, not again
     if not in_root:  # a root no command changed is kept, with /tmp and /dev made anew
         assert len({out[6] for out in outputs}) == 1
@@ -418,7 +428,7 @@ def test_a_limit_lowered_in_pid_1_does_not_reach_the_next_sandbox(server: Server
     assert second["stdoutTail"] == first["stdoutTail"] != "200\n"
 
 
-def test_out_of_memory_is_counted_from_each_sandboxs_start(server: Server) -> None:
+def test_out_of_memory_is_counted_from_each_sandboxs_start(server: Server, engine: str) -> None:
     script = (
         '[ "$MARITIME_SWARM_INDEX" = 0 ] && python3 -c "a = bytearray(3 * 1024**3)"; '
         "readlink /proc/self/ns/pid"
@@ -428,8 +438,9 @@ def test_out_of_memory_is_counted_from_each_sandboxs_start(server: Server) -> No
         first, second = wait_for(client, run["id"])["sandboxes"]  # type: ignore[misc]
     assert (first["status"], first["error"]) == ("failed", "out of memory (1 GiB)")
     assert (second["status"], second["error"]) == ("succeeded", None)
-    # in the sandbox made anew: the kernel kills the command, not the far smaller PID 1
-    assert first["stdoutTail"] == second["stdoutTail"]
+    # in the sandbox made anew (the local engine's): the kernel kills the command, not the
+    # far smaller PID 1
+    assert (first["stdoutTail"] == second["stdoutTail"]) is (engine == "local")
 
 
 def test_a_hidden_file_cannot_be_changed_nor_is_it_the_hosts_dev_null(server: Server) -> None:

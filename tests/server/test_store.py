@@ -166,7 +166,8 @@ def test_a_database_of_the_first_version_is_migrated_with_its_keys_hashed(
     try:
         with server.client(_OPEN_KEY) as holder:  # the open lease's key still works
             assert holder.servers.list()["lease"]["id"] == "lease-open"
-            assert holder.swarms.get("run-old")["sandboxes"][0]["status"] == "succeeded"
+            old = holder.swarms.get("run-old")["sandboxes"][0]
+            assert (old["status"], old["node"]) == ("succeeded", None)  # node: version 2
             assert holder.sandboxes.get("sbx-lived")["endReason"] == "killed"
         with server.client(_ENDED_KEY) as thief, pytest.raises(AuthenticationError):
             thief.swarms.list()

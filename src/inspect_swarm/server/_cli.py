@@ -187,6 +187,17 @@ def _server_parser(server: argparse.ArgumentParser) -> None:
         type=_positive,
         help="the most processes of all sandboxes at once (default: 3/4 of the kernel's)",
     )
+    add(
+        "--engine",
+        choices=["local", "ray"],
+        default="local",
+        help="where sandboxes run: this machine, or the nodes of a Ray cluster (pip extra ray)",
+    )
+    add(
+        "--ray-address",
+        metavar="ADDR",
+        help="the Ray cluster's HOST:PORT (default: the cluster this machine is part of)",
+    )
     add("--ready-file", type=Path, help="write {url, apiKey} here once listening")
 
 
@@ -384,6 +395,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     exposes=tuple(args.expose),
                     disk_gib=args.disk_gib,
                     max_pids=args.max_pids,
+                    engine=args.engine,
+                    ray_address=args.ray_address,
                 )
             )
             return 0

@@ -9,26 +9,22 @@ run's next queued sandboxes in turn, in its sandbox made anew where it can be.
 
 from __future__ import annotations
 
-import base64
 import gc
 import logging
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
 from ._cgroups import Limits
-from ._child_process import ChildProcess
 from ._engine import SandboxCredentials
 from ._isolation import Sandbox, SandboxError, SandboxHost
 from ._model import (
     GIB,
-    RESULT_BYTES,
-    TAIL_BYTES,
     EndStatus,
     MemoryFull,
     Outcome,
@@ -38,8 +34,8 @@ from ._model import (
     Size,
 )
 from ._runs import Runs
+from ._sandbox_command import command_env, run_command
 
-_DRAIN_SECONDS = 0.5
 _TICK_SECONDS = 1.0
 _LAUNCHES_PER_PASS = 16
 """The most sandboxes one pass of the scheduler starts: between the passes of a burst of
@@ -49,7 +45,7 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class _Run:
+class EngineRun:
     """What the scheduler keeps in memory about an unfinished run."""
 
     record: RunRecord
@@ -72,7 +68,7 @@ class _Run:
 
 
 @dataclass
-class _Slot:
+class Slot:
     """The sandbox a sandbox task holds between the sandboxes of a run it runs in turn."""
 
     sandbox: Sandbox | None = None
@@ -94,7 +90,7 @@ class LocalEngine:
         self.settings = settings
         self.credentials = credentials
         self._max_running = 0
-        self._runs: dict[str, _Run] = {}
+        self._runs: dict[str, EngineRun] = {}
         self._booked_gb = 0
         self._running = 0
         self._wakeup = anyio.Event()
@@ -126,7 +122,7 @@ class LocalEngine:
 
     def submit(self, run: RunRecord, queued: list[int]) -> None:
         """Run the sandboxes of `run` at these input indexes (a run with none left completes)."""
-        self._runs[run.id] = _Run(run, deque(queued))
+        self._runs[run.id] = EngineRun(run, deque(queued))
         self._maybe_complete(run.id)
         self._wake()
 
@@ -242,16 +238,16 @@ class LocalEngine:
                 launches -= 1
             self._set_waiting(run, reason if run.queue else None)
 
-    def _set_waiting(self, run: _Run, reason: str | None) -> None:
+    def _set_waiting(self, run: EngineRun, reason: str | None) -> None:
         if reason != run.waiting_reason:
             run.waiting_reason = reason
             self.runs.set_waiting(run.id, reason)
 
-    def _launch(self, run: _Run, idx: int) -> None:
+    def _launch(self, run: EngineRun, idx: int) -> None:
         self._take(run.size)
         self.start_soon(self._sandbox_task, run, idx, self._begin(run, idx))
 
-    def _begin(self, run: _Run, idx: int) -> anyio.CancelScope:
+    def _begin(self, run: EngineRun, idx: int) -> anyio.CancelScope:
         scope = anyio.CancelScope()
         run.active[idx] = scope
         run.last_start = time.monotonic()
@@ -277,10 +273,10 @@ class LocalEngine:
 
     # one sandbox
 
-    async def _sandbox_task(self, run: _Run, idx: int, scope: anyio.CancelScope) -> None:
+    async def _sandbox_task(self, run: EngineRun, idx: int, scope: anyio.CancelScope) -> None:
         """Run the sandbox `idx` of `run`, then the run's next queued ones in turn, each in
         the last one's sandbox made anew where it can be (on the memory booked for the first)."""
-        slot = _Slot()
+        slot = Slot()
         try:
             while True:
                 await self._one(run, idx, scope, slot)
@@ -295,7 +291,7 @@ class LocalEngine:
             finally:
                 self._give_back(run.size)
 
-    async def _one(self, run: _Run, idx: int, scope: anyio.CancelScope, slot: _Slot) -> None:
+    async def _one(self, run: EngineRun, idx: int, scope: anyio.CancelScope, slot: Slot) -> None:
         outcome = Outcome("failed", "server stopped")
         try:
             with scope:
@@ -311,7 +307,7 @@ class LocalEngine:
             del run.active[idx]
             self._maybe_complete(run.id)
 
-    async def _execute(self, run: _Run, idx: int, slot: _Slot) -> Outcome:
+    async def _execute(self, run: EngineRun, idx: int, slot: Slot) -> Outcome:
         sandbox_id, item = self.runs.input(run.id, idx)
         try:
             sandbox = await self._sandbox_for(run, sandbox_id, slot)
@@ -329,7 +325,7 @@ class LocalEngine:
                 slot.sandbox = None
                 await sandbox.close()
 
-    async def _sandbox_for(self, run: _Run, sandbox_id: str, slot: _Slot) -> Sandbox:
+    async def _sandbox_for(self, run: EngineRun, sandbox_id: str, slot: Slot) -> Sandbox:
         """The slot's sandbox made anew as `sandbox_id`, or a new one (kept in the slot)."""
         if slot.sandbox is not None:
             kept, slot.sandbox = slot.sandbox, None
@@ -345,41 +341,15 @@ class LocalEngine:
         slot.sandbox = await self.host.create(sandbox_id, limits(run.size))
         return slot.sandbox
 
-    async def _command(self, run: _Run, idx: int, sandbox: Sandbox, item: SandboxInput) -> Outcome:
-        record, spec = run.record, run.record.spec
-        for path, content in item.files.items():
-            try:
-                # as the sandbox's root, on a thread of the file layer's: never on the loop
-                await anyio.to_thread.run_sync(sandbox.write_file, path, content.encode())
-            except OSError as ex:
-                return Outcome("failed", f"boot failed: cannot write {path}: {ex}")
-        self.runs.set_command_running(run.id, idx)
-        env = {
-            **self.credentials.sandbox_env(record.lease_id, sandbox.id, record.lineage),
-            "MARITIME_SWARM_INDEX": str(idx),
-            "MARITIME_SWARM_COUNT": str(record.count),
-            "MARITIME_SWARM_ID": run.id,
-            **item.env,
-        }
-        try:
-            process = await sandbox.exec(spec.argv(item), env)
-        except SandboxError as ex:
-            return Outcome("failed", str(ex))
-        tails = {"stdout": bytearray(), "stderr": bytearray()}
-        with anyio.move_on_after(spec.timeout_seconds) as deadline:
-            code = await follow(process, tails)
-        stdout, stderr = (tails[s].decode(errors="replace") for s in ("stdout", "stderr"))
-        if deadline.cancelled_caught:
-            error = f"timeout after {spec.timeout_seconds}s"
-            return Outcome("failed", error, stdout_tail=stdout, stderr_tail=stderr)
-        exit_code = code if code >= 0 else 128 - code
-        ended = Outcome("failed", None, exit_code, stdout, stderr)
-        if await anyio.to_thread.run_sync(sandbox.oom_killed):
-            return replace(ended, error=f"out of memory ({spec.size.memory_gb} GiB)")
-        if code != 0:
-            why = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
-            return replace(ended, error=why)
-        return await anyio.to_thread.run_sync(_read_result, sandbox, spec.result_path, ended)
+    async def _command(
+        self, run: EngineRun, idx: int, sandbox: Sandbox, item: SandboxInput
+    ) -> Outcome:
+        record = run.record
+        credentials = self.credentials.sandbox_env(record.lease_id, sandbox.id, record.lineage)
+        env = command_env(record, idx, item, credentials)
+        return await run_command(
+            sandbox, record.spec, item, env, lambda: self.runs.set_command_running(run.id, idx)
+        )
 
 
 async def _supervised(func: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
@@ -388,48 +358,3 @@ async def _supervised(func: Callable[..., Coroutine[Any, Any, Any]], *args: Any)
         await func(*args)
     except Exception:
         logger.exception("a task of the swarm engine failed: %s", getattr(func, "__name__", func))
-
-
-async def follow(process: ChildProcess, tails: dict[str, bytearray]) -> int:
-    """Keep the last bytes of stdout and stderr until the process exits; its exit status."""
-
-    drained = [anyio.Event(), anyio.Event()]
-
-    async def collect(stream: str, done: anyio.Event) -> None:
-        tail = tails[stream]
-        async for chunk in process.chunks(stream):
-            tail += chunk
-            del tail[:-TAIL_BYTES]
-        done.set()
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(collect, "stdout", drained[0])
-        tg.start_soon(collect, "stderr", drained[1])
-        code = await process.wait()
-        # output still in the pipes comes within moments; children holding them open do not
-        with anyio.move_on_after(_DRAIN_SECONDS):
-            for done in drained:
-                await done.wait()
-        tg.cancel_scope.cancel()
-    return code
-
-
-def _read_result(sandbox: Sandbox, path: str | None, ended: Outcome) -> Outcome:
-    """The outcome of a command that succeeded, with its result file if it has one (blocks
-    while the file is read)."""
-    succeeded = replace(ended, status="succeeded", error=None)
-    if path is None:
-        return succeeded
-    try:
-        data = sandbox.read_file(path, RESULT_BYTES)
-    except FileNotFoundError:
-        return replace(succeeded, error=f"resultPath {path} was not written")
-    except OSError as ex:
-        return replace(succeeded, error=f"resultPath {path}: {ex}")
-    if len(data) > RESULT_BYTES:
-        return replace(ended, error=f"result at {path} is over the 64 KB limit")
-    try:
-        return replace(succeeded, result=data.decode())
-    except UnicodeDecodeError:
-        encoded = base64.b64encode(data).decode()
-        return replace(succeeded, result=encoded, result_encoding="base64")

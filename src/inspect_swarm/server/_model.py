@@ -187,6 +187,8 @@ class SandboxRecord:
     error: str | None = None
     started_at: float | None = None
     ended_at: float | None = None
+    node: str | None = None
+    """The node of the engine's cluster it ran on (None on an engine of one machine)."""
 
 
 @dataclass(frozen=True)

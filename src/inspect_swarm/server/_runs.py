@@ -205,6 +205,10 @@ class Runs:
         """A sandbox of the run is being made."""
         self._set_sandbox(run_id, idx, {"status": "booting", "started_at": time.time()})
 
+    def set_node(self, run_id: str, idx: int, node: str) -> None:
+        """A sandbox of the run has been placed on `node` of the engine's cluster."""
+        self._set_sandbox(run_id, idx, {"node": node})
+
     def set_command_running(self, run_id: str, idx: int) -> None:
         """A sandbox's command has started."""
         self._set_sandbox(run_id, idx, {"status": "running"})

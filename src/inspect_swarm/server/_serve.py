@@ -86,6 +86,10 @@ class ServerOptions:
     """`HOST[:PATH]`: a host path mounted read-only in every sandbox (at PATH, else its own)."""
     disk_gib: float | None = None
     max_pids: int | None = None
+    engine: Literal["local", "ray"] = "local"
+    """Where sandboxes of runs run: this machine, or the nodes of a Ray cluster."""
+    ray_address: str | None = None
+    """The Ray cluster to join (None: the one this machine is part of)."""
 
 
 def parse_key(spec: str) -> tuple[str, frozenset[str]]:
@@ -115,11 +119,23 @@ def write_private(path: Path, text: str) -> None:
         file.write(text)
 
 
-def assemble(store: Store, host: SandboxHost, settings: Settings, url: str = "") -> Swarms:
-    """The domain of a server at `url`, on this machine's engine, taking up where the last
-    server on the store left off."""
-    runs = Runs(store, host.describe())
+def assemble(
+    store: Store,
+    host: SandboxHost,
+    settings: Settings,
+    url: str = "",
+    options: ServerOptions | None = None,
+) -> Swarms:
+    """The domain of a server at `url`, on the engine `options` name (this machine's by
+    default), taking up where the last server on the store left off."""
     keyring = Keyring(store, url)
+    if options is not None and options.engine == "ray":
+        from ._ray_engine import RayEngine, ray_isolation
+
+        runs = Runs(store, ray_isolation(host))
+        engine = RayEngine(runs, host, settings, keyring, options.ray_address, options.host)
+        return Swarms(store, runs, engine, keyring, settings)
+    runs = Runs(store, host.describe())
     return Swarms(store, runs, LocalEngine(runs, host, settings, keyring), keyring, settings)
 
 
@@ -144,7 +160,7 @@ def serve(options: ServerOptions) -> None:
     url = f"http://{host}:{port}"
     # sandboxes reach the server on its own port: a wildcard address is reached on loopback
     inner = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(options.host, options.host)
-    memory_gib = options.memory_gib or default_memory_gib()
+    memory_gib = options.memory_gib or _engine_memory_gib(options)
     disk_gib = (
         default_disk_gib(state_dir, memory_gib) if options.disk_gib is None else options.disk_gib
     )
@@ -170,7 +186,7 @@ def serve(options: ServerOptions) -> None:
         stuck_timeout=options.stuck_timeout,
         plan=options.plan,
     )
-    swarms = assemble(store, sandbox_host, settings, url)
+    swarms = assemble(store, sandbox_host, settings, url, options)
     limits = HttpLimits(
         options.max_body_mib * MIB, options.max_file_mib * MIB, options.read_timeout
     )
@@ -186,6 +202,16 @@ def serve(options: ServerOptions) -> None:
         _run(app, sock, limits.read_timeout, options.max_connections)
     finally:
         store.close()
+
+
+def _engine_memory_gib(options: ServerOptions) -> int:
+    """What the engine's sandboxes may book unless told: 3/4 of this machine's memory, or on
+    Ray the memory of the cluster's nodes (joining it)."""
+    if options.engine == "local":
+        return default_memory_gib()
+    from ._ray_engine import connect
+
+    return connect(options.ray_address)
 
 
 def _shares(options: ServerOptions) -> tuple[str, ...]:

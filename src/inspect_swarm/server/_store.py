@@ -34,7 +34,7 @@ from ._model import (
     Size,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """1: keys stored hashed in `keys` (version 0 kept lease keys in `leases.api_key`), and
 the lineage of every run and long-lived sandbox."""
 
@@ -52,7 +52,7 @@ CREATE TABLE IF NOT EXISTS sandboxes (
     run_id TEXT NOT NULL, idx INTEGER NOT NULL, sandbox_id TEXT NOT NULL UNIQUE,
     status TEXT NOT NULL, input TEXT NOT NULL, exit_code INTEGER,
     stdout_tail TEXT, stderr_tail TEXT, result TEXT, result_encoding TEXT, error TEXT,
-    started_at REAL, ended_at REAL, PRIMARY KEY (run_id, idx)
+    started_at REAL, ended_at REAL, node TEXT, PRIMARY KEY (run_id, idx)
 );
 CREATE TABLE IF NOT EXISTS idempotency (
     account TEXT NOT NULL, key TEXT NOT NULL, body_hash TEXT NOT NULL, run_id TEXT NOT NULL,
@@ -415,6 +415,9 @@ def _migrate(db: sqlite3.Connection, path: Path) -> None:
     db.executescript(_SCHEMA)
     if earlier and version < 1:
         _to_version_1(db)
+    if earlier and "node" not in _columns(db, "sandboxes"):
+        # version 2: the node each sandbox of a run ran on (engines of more than one machine)
+        db.execute("ALTER TABLE sandboxes ADD COLUMN node TEXT")
     db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
@@ -457,7 +460,7 @@ def _to_version_1(db: sqlite3.Connection) -> None:
 
 _SANDBOX_COLUMNS = (
     "run_id, idx, sandbox_id, status, exit_code, stdout_tail, stderr_tail, result,"
-    " result_encoding, error, started_at, ended_at"
+    " result_encoding, error, started_at, ended_at, node"
 )
 """The columns of `SandboxRecord`, in its order."""
 

@@ -47,6 +47,7 @@ def sandbox_object(sandbox: SandboxRecord) -> dict[str, Any]:
         "error": sandbox.error,
         "startedAt": iso(sandbox.started_at),
         "endedAt": iso(sandbox.ended_at),
+        "node": sandbox.node,
     }
     if sandbox.result_encoding:
         obj["resultEncoding"] = sandbox.result_encoding

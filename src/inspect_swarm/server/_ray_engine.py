@@ -1,0 +1,187 @@
+"""The engine that runs each sandbox of a run on a node of a Ray cluster.
+
+The scheduling is the local engine's (first in, first out across runs, each run's concurrency,
+memory booked against the cluster's), and where each sandbox runs is Ray's: a task that asks
+for the sandbox's vCPUs and memory as Ray resources, so Ray's scheduler puts it on a node with
+room for it, and queues it until one has. The task makes the sandbox with the same isolation
+runtime as this machine's (`_ray_node`), runs the command, and sends the outcome back (output
+tails, result file). The server keeps the rest: the API, SQLite, keys.
+
+Long-lived sandboxes (`POST /v1/sandboxes`, E2B) are made on the server's own machine, by the
+local engine's host.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+import ray
+import ray.exceptions
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from ._engine import SandboxCredentials
+from ._isolation import IsolationConfig, SandboxHost
+from ._local_engine import EngineRun, LocalEngine, Slot
+from ._model import GIB, EndStatus, Outcome, Settings
+from ._ray_node import Cancellations, Event, NodeJob, run_on_node
+from ._runs import Runs
+from ._sandbox_command import command_env
+
+NODE_STATE_DIR = Path("/var/tmp/inspect-swarm-ray")
+"""Where each node keeps its sandboxes (each worker process under a directory of its own)."""
+
+_CANCEL_GRACE_SECONDS = 30.0
+"""How long a cancelled sandbox's node has to end it before its end is recorded anyway."""
+
+_MOST_WAITS = 1_000_000
+"""The most calls the cancellations actor holds at once (one per running sandbox)."""
+
+_WILDCARDS = ("0.0.0.0", "::", "")
+
+logger = logging.getLogger(__name__)
+
+_task = ray.remote(max_retries=0, num_returns="streaming")(run_on_node)
+_cancellations = ray.remote(Cancellations)
+
+
+def connect(address: str | None) -> int:
+    """Join the Ray cluster at `address` (the one this machine is part of, when None) as its
+    driver; the memory of its nodes, in whole GiB."""
+    if not ray.is_initialized():
+        ray.init(
+            address=address or "auto",
+            log_to_driver=False,
+            logging_level=logging.WARNING,
+            configure_logging=False,
+        )
+    resources: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
+    return int(resources.get("memory", 0) // GIB)
+
+
+class RayEngine(LocalEngine):
+    """Runs the sandboxes of one server's runs on the nodes of a Ray cluster (an `Engine`)."""
+
+    def __init__(
+        self,
+        runs: Runs,
+        host: SandboxHost,
+        settings: Settings,
+        credentials: SandboxCredentials,
+        address: str | None,
+        server_host: str,
+    ) -> None:
+        super().__init__(runs, host, settings, credentials)
+        connect(address)
+        here = ray.get_runtime_context().get_node_id()
+        self._cancellations = _cancellations.options(  # type: ignore[attr-defined]
+            num_cpus=0,
+            max_concurrency=_MOST_WAITS,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
+        ).remote()
+        self._node_isolation = _node_isolation(host, server_host)
+        self._isolation = ray_isolation(host)
+
+    async def _execute(self, run: EngineRun, idx: int, slot: Slot) -> Outcome:
+        record = run.record
+        sandbox_id, item = self.runs.input(run.id, idx)
+        credentials = self.credentials.sandbox_env(record.lease_id, sandbox_id, record.lineage)
+        job = NodeJob(
+            self._node_isolation,
+            sandbox_id,
+            run.id,
+            record.spec,
+            item,
+            command_env(record, idx, item, credentials),
+            self._cancellations,
+        )
+        size = record.spec.size
+        stream: Any = _task.options(
+            num_cpus=size.vcpus, memory=size.memory_gb * GIB, scheduling_strategy="SPREAD"
+        ).remote(job)
+        node: str | None = None
+        try:
+            async for ref in stream:
+                event: Event = await ref
+                if event[0] == "node":
+                    node = event[1]
+                    self.runs.set_node(run.id, idx, node)
+                elif event[0] == "running":
+                    self.runs.set_command_running(run.id, idx)
+                else:
+                    return event[1]
+            return Outcome("failed", f"node {node} ended the sandbox without an outcome")
+        except ray.exceptions.NodeDiedError:
+            return Outcome("failed", f"node lost: {node}; the sandbox ended with it")
+        except ray.exceptions.WorkerCrashedError:
+            return Outcome("failed", f"the worker process on node {node} died")
+        except ray.exceptions.RayError as ex:
+            logger.warning("sandbox %s of run %s failed in Ray: %s", idx, run.id, ex)
+            return Outcome("failed", f"internal error on node {node}: {_why(ex)}")
+        except BaseException:
+            await _cancel(stream, started=node is not None)
+            raise
+        finally:
+            self.credentials.revoke(sandbox_id)
+
+    def _end_run(self, run_id: str, status: EndStatus, reason: str) -> None:
+        if run_id in self._runs:
+            self._cancellations.cancel.remote(run_id)  # type: ignore[attr-defined]
+        super()._end_run(run_id, status, reason)
+
+    def _maybe_complete(self, run_id: str) -> None:
+        super()._maybe_complete(run_id)
+        if run_id not in self._runs:
+            self._cancellations.forget.remote(run_id)  # type: ignore[attr-defined]
+
+    async def aclose(self) -> None:
+        """End every sandbox, and leave the cluster."""
+        await super().aclose()
+        ray.shutdown()
+
+
+def ray_isolation(host: SandboxHost) -> dict[str, object]:
+    """The isolation of the sandboxes on every node, as the API reports it: the server's
+    machine's, which each node gives or fails its sandboxes saying why."""
+    isolation = host.describe()
+    return {**isolation, "engine": "ray", "note": f"on Ray nodes: {isolation['note']}"}
+
+
+def _node_isolation(host: SandboxHost, server_host: str) -> IsolationConfig:
+    """The isolation config each node makes its sandboxes with: the server's, in the mode of
+    the server's machine, with the node's state directory, and sandboxes reaching the server
+    where the nodes reach it (this machine's address in the cluster, for a wildcard)."""
+    config = host.config
+    forward = config.forward
+    if forward is not None:
+        reached = server_host
+        if server_host in _WILDCARDS:
+            reached = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
+        forward = (reached, forward[1])
+    return replace(config, state_dir=NODE_STATE_DIR, mode=host.mode, forward=forward)
+
+
+async def _cancel(stream: Any, started: bool) -> None:
+    """End a sandbox's task: one still waiting for a node never starts; a started one (which
+    its run's cancel reaches) is waited for (a while) until its node has ended the sandbox,
+    then killed."""
+    if not started:
+        ray.cancel(stream)
+    with anyio.CancelScope(shield=True):
+        with anyio.move_on_after(_CANCEL_GRACE_SECONDS):
+            try:
+                async for ref in stream:
+                    await ref
+            except ray.exceptions.RayError:
+                pass  # the task's end: cancelled, or its node gone
+            return
+        ray.cancel(stream, force=True)
+
+
+def _why(ex: ray.exceptions.RayError) -> str:
+    """What went wrong in a task: the error it raised, or Ray's own."""
+    cause = ex.cause if isinstance(ex, ray.exceptions.RayTaskError) else ex
+    return f"{type(cause).__name__}: {cause}"

@@ -1,0 +1,187 @@
+"""What the Ray engine runs on a node of the cluster: one sandbox of a run, start to end.
+
+Ray places the task by the sandbox's size (its vCPUs and memory as Ray resources) and runs it
+in one of the node's worker processes. Each worker process keeps a sandbox host of its own (the
+same isolation as the server's machine: namespaces and cgroups as root) and an event loop on a
+thread for it, both kept between the tasks it runs; the state directory of each is its own
+(`w<pid>` under the node's), so a worker that died leaves nothing another does not clear.
+
+The task reports as it goes (a streaming generator): the node it runs on, the command's start,
+then the outcome. A run's cancel reaches its running tasks through `Cancellations`, an actor
+of the server's that each task asks once (Ray's own interrupt of a running task does not
+reliably reach a task waiting on its sandbox): the sandbox is ended, then the task reports its
+outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import os
+import queue
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+import ray
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from ._cgroups import Limits
+from ._isolation import IsolationConfig, SandboxError, SandboxHost
+from ._model import GIB, Outcome, RunSpec, SandboxInput
+from ._sandbox_command import run_command
+
+NODE_VARIABLE = "INSPECT_SWARM_NODE"
+"""The variable that tells a sandbox the id of the node it runs on."""
+
+Event = (
+    tuple[Literal["node"], str] | tuple[Literal["running"], None] | tuple[Literal["ended"], Outcome]
+)
+"""What the task reports, in this order: its node, the command's start, the outcome."""
+
+_POLL_SECONDS = 0.2
+"""How often a task waiting on its sandbox lets a cancel (an interrupt) in."""
+
+
+@dataclass(frozen=True)
+class NodeJob:
+    """Everything a node needs to run one sandbox of a run."""
+
+    isolation: IsolationConfig
+    """The server's isolation, with the node's state directory (each worker takes its own
+    directory under it)."""
+    sandbox_id: str
+    run_id: str
+    spec: RunSpec
+    item: SandboxInput
+    env: dict[str, str]
+    cancellations: Any
+    """The server's `Cancellations` actor."""
+
+
+class Cancellations:
+    """The server's record of cancelled runs, which each task of a run waits on (a Ray actor
+    on the server's node: its calls are asyncio tasks that cost nothing while they wait)."""
+
+    def __init__(self) -> None:
+        self._runs: dict[str, asyncio.Event] = {}
+
+    async def wait(self, run_id: str) -> None:
+        """Return once the run is cancelled (or forgotten)."""
+        await self._runs.setdefault(run_id, asyncio.Event()).wait()
+
+    def cancel(self, run_id: str) -> None:
+        """Cancel the run: its tasks' waits return."""
+        self._runs.setdefault(run_id, asyncio.Event()).set()
+
+    def forget(self, run_id: str) -> None:
+        """The run has ended: let go of its waits."""
+        event = self._runs.pop(run_id, None)
+        if event is not None:
+            event.set()
+
+
+class _Worker:
+    """This worker process's sandbox host, on an event loop of its own."""
+
+    def __init__(self, isolation: IsolationConfig) -> None:
+        root = isolation.state_dir
+        _clear_dead_workers(root)
+        self._exit = contextlib.ExitStack()
+        self.portal: BlockingPortal = self._exit.enter_context(start_blocking_portal())
+        self.host = SandboxHost(replace(isolation, state_dir=root / f"w{os.getpid()}"))
+        self.host.reap_leftovers()
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        """End every sandbox, remove the host's cgroups and directory, stop the loop."""
+        with contextlib.suppress(Exception):
+            self.portal.call(self.host.aclose)
+            self.host.cgroups.remove_base()
+        self._exit.close()
+        shutil.rmtree(self.host.config.state_dir, ignore_errors=True)
+
+
+_worker: _Worker | None = None
+
+
+def _this_worker(isolation: IsolationConfig) -> _Worker:
+    global _worker
+    if _worker is None:
+        _worker = _Worker(isolation)
+    return _worker
+
+
+def _clear_dead_workers(root: Path) -> None:
+    """Remove the directories of this node's workers that died (their sandboxes died with
+    them; their cgroups go by the host's sweep)."""
+    root.mkdir(parents=True, exist_ok=True)
+    for path in root.glob("w*"):
+        pid = path.name[1:]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def run_on_node(job: NodeJob) -> Iterator[Event]:
+    """Run `job`'s sandbox on this node, reporting as it goes (see `Event`): Ray's task."""
+    node = ray.get_runtime_context().get_node_id()
+    yield ("node", node)
+    cancelled = job.cancellations.wait.remote(job.run_id)
+    worker = _this_worker(job.isolation)
+    events: queue.SimpleQueue[Event] = queue.SimpleQueue()
+    # made on the loop's thread (a running task's future cannot be cancelled: its scope can)
+    scope = worker.portal.call(anyio.CancelScope)
+    worker.portal.start_task_soon(_sandbox, worker.host, job, node, scope, events.put)
+    try:
+        while True:
+            try:
+                event = events.get(timeout=_POLL_SECONDS)
+            except queue.Empty:
+                # the run's cancel (the wait's answer comes to this worker: no call to see it)
+                if not scope.cancel_called and ray.wait([cancelled], timeout=0)[0]:
+                    worker.portal.call(scope.cancel)
+                continue
+            yield event
+            if event[0] == "ended":
+                return
+    except BaseException:
+        # interrupted by Ray, or closed: end the sandbox before the task ends
+        worker.portal.call(scope.cancel)
+        while events.get()[0] != "ended":
+            pass
+        raise
+
+
+async def _sandbox(
+    host: SandboxHost,
+    job: NodeJob,
+    node: str,
+    scope: anyio.CancelScope,
+    report: Callable[[Event], None],
+) -> None:
+    outcome = Outcome("cancelled", "cancelled")
+    try:
+        with scope:
+            outcome = await _run(host, job, node, lambda: report(("running", None)))
+    except Exception as ex:
+        outcome = Outcome("failed", f"internal error on node {node}: {type(ex).__name__}: {ex}")
+    finally:
+        report(("ended", outcome))
+
+
+async def _run(host: SandboxHost, job: NodeJob, node: str, started: Callable[[], None]) -> Outcome:
+    size = job.spec.size
+    try:
+        sandbox = await host.create(job.sandbox_id, Limits(size.memory_gb * GIB, size.vcpus))
+    except (SandboxError, OSError) as ex:
+        return Outcome("failed", f"boot failed on node {node}: {ex}")
+    try:
+        env = {**job.env, NODE_VARIABLE: node}
+        return await run_command(sandbox, job.spec, job.item, env, started)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await sandbox.close()

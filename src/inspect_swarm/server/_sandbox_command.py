@@ -1,0 +1,116 @@
+"""A run's command in one of its sandboxes: its files written, the command followed to its end
+or its timeout, and its outcome read (exit status, output tails, result file).
+
+Every engine runs this where the sandbox is: the local engine in the server, the Ray engine on
+the node Ray placed the sandbox on.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+
+import anyio
+
+from ._child_process import ChildProcess
+from ._isolation import Sandbox, SandboxError
+from ._model import RESULT_BYTES, TAIL_BYTES, Outcome, RunRecord, RunSpec, SandboxInput
+
+_DRAIN_SECONDS = 0.5
+
+
+def command_env(
+    record: RunRecord, idx: int, item: SandboxInput, credentials: Mapping[str, str]
+) -> dict[str, str]:
+    """The variables of the command of `record`'s sandbox `idx`: its key's (`credentials`),
+    the swarm's, then the input's own."""
+    return {
+        **credentials,
+        "MARITIME_SWARM_INDEX": str(idx),
+        "MARITIME_SWARM_COUNT": str(record.count),
+        "MARITIME_SWARM_ID": record.id,
+        **item.env,
+    }
+
+
+async def run_command(
+    sandbox: Sandbox,
+    spec: RunSpec,
+    item: SandboxInput,
+    env: Mapping[str, str],
+    started: Callable[[], None],
+) -> Outcome:
+    """Write the input's files, run the command (calling `started` as it starts) and read how
+    it ended."""
+    for path, content in item.files.items():
+        try:
+            # as the sandbox's root, on a thread of the file layer's: never on the loop
+            await anyio.to_thread.run_sync(sandbox.write_file, path, content.encode())
+        except OSError as ex:
+            return Outcome("failed", f"boot failed: cannot write {path}: {ex}")
+    started()
+    try:
+        process = await sandbox.exec(spec.argv(item), dict(env))
+    except SandboxError as ex:
+        return Outcome("failed", str(ex))
+    tails = {"stdout": bytearray(), "stderr": bytearray()}
+    with anyio.move_on_after(spec.timeout_seconds) as deadline:
+        code = await follow(process, tails)
+    stdout, stderr = (tails[s].decode(errors="replace") for s in ("stdout", "stderr"))
+    if deadline.cancelled_caught:
+        error = f"timeout after {spec.timeout_seconds}s"
+        return Outcome("failed", error, stdout_tail=stdout, stderr_tail=stderr)
+    exit_code = code if code >= 0 else 128 - code
+    ended = Outcome("failed", None, exit_code, stdout, stderr)
+    if await anyio.to_thread.run_sync(sandbox.oom_killed):
+        return replace(ended, error=f"out of memory ({spec.size.memory_gb} GiB)")
+    if code != 0:
+        why = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+        return replace(ended, error=why)
+    return await anyio.to_thread.run_sync(_read_result, sandbox, spec.result_path, ended)
+
+
+async def follow(process: ChildProcess, tails: dict[str, bytearray]) -> int:
+    """Keep the last bytes of stdout and stderr until the process exits; its exit status."""
+
+    drained = [anyio.Event(), anyio.Event()]
+
+    async def collect(stream: str, done: anyio.Event) -> None:
+        tail = tails[stream]
+        async for chunk in process.chunks(stream):
+            tail += chunk
+            del tail[:-TAIL_BYTES]
+        done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(collect, "stdout", drained[0])
+        tg.start_soon(collect, "stderr", drained[1])
+        code = await process.wait()
+        # output still in the pipes comes within moments; children holding them open do not
+        with anyio.move_on_after(_DRAIN_SECONDS):
+            for done in drained:
+                await done.wait()
+        tg.cancel_scope.cancel()
+    return code
+
+
+def _read_result(sandbox: Sandbox, path: str | None, ended: Outcome) -> Outcome:
+    """The outcome of a command that succeeded, with its result file if it has one (blocks
+    while the file is read)."""
+    succeeded = replace(ended, status="succeeded", error=None)
+    if path is None:
+        return succeeded
+    try:
+        data = sandbox.read_file(path, RESULT_BYTES)
+    except FileNotFoundError:
+        return replace(succeeded, error=f"resultPath {path} was not written")
+    except OSError as ex:
+        return replace(succeeded, error=f"resultPath {path}: {ex}")
+    if len(data) > RESULT_BYTES:
+        return replace(ended, error=f"result at {path} is over the 64 KB limit")
+    try:
+        return replace(succeeded, result=data.decode())
+    except UnicodeDecodeError:
+        encoded = base64.b64encode(data).decode()
+        return replace(succeeded, result=encoded, result_encoding="base64")

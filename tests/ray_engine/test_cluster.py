@@ -1,0 +1,141 @@
+"""The swarm server's Ray engine on a real cluster: a head and two worker nodes (and, for a
+crash, a third) on this machine, inside a network namespace of the test process's own."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from inspect_swarm.server._isolation import namespaces_supported
+from inspect_swarm.server._ray_engine import NODE_STATE_DIR
+
+from ..ray_cluster import RayCluster
+from ..server.conftest import Server, start_server, wait_for, wait_until
+
+pytestmark = [
+    pytest.mark.ray,
+    pytest.mark.skipif(not namespaces_supported(), reason="the Ray tests need Linux and root"),
+]
+
+
+def start_ray_server(state_dir: Path, cluster: RayCluster) -> Server:
+    return start_server(
+        state_dir, "--memory-gib", "16", "--engine", "ray", "--ray-address", cluster.address
+    )
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, ray_cluster: RayCluster) -> Iterator[Server]:
+    handle = start_ray_server(tmp_path_factory.mktemp("ray") / "state", ray_cluster)
+    yield handle
+    handle.kill(signal.SIGTERM)
+
+
+def leftovers(marker: str) -> list[str]:
+    """What sandboxes left on this machine's nodes: processes running `marker`, sandbox
+    directories, sandbox cgroups, and mounts of the nodes' state directory."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                args = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if marker in args:
+                found.append(f"process {proc.name}: {args}")
+    found += [f"directory {d}" for d in NODE_STATE_DIR.glob("w*/sbx/*")]
+    for base in Path("/sys/fs/cgroup").glob("**/inspect-swarm-*"):
+        found += [f"cgroup {c}" for c in base.iterdir() if c.is_dir() and c.name.startswith("sbx-")]
+    mounts = Path("/proc/self/mountinfo").read_text().splitlines()
+    found += [f"mount {m}" for m in mounts if str(NODE_STATE_DIR) in m]
+    return found
+
+
+def test_a_run_spreads_over_the_nodes_each_sandbox_knowing_its_own(server: Server) -> None:
+    with server.client() as client:
+        run = client.swarms.start("sleep 0.5; echo $INSPECT_SWARM_NODE", count=20, size="1x1")
+        done = wait_for(client, run["id"], timeout=120)
+    sandboxes = done["sandboxes"]
+    assert isinstance(sandboxes, list)
+    assert [s["status"] for s in sandboxes] == ["succeeded"] * 20
+    assert [s["stdoutTail"] for s in sandboxes] == [f"{s['node']}\n" for s in sandboxes]
+    assert len({s["node"] for s in sandboxes}) >= 2
+    assert done["isolation"]["engine"] == "ray"  # type: ignore[index]
+    assert leftovers("sleep 0.5") == []
+
+
+def test_cancel_stops_sandboxes_on_every_node(server: Server) -> None:
+    with server.client() as client:
+        run = client.swarms.start("sleep 61.5", count=6, size="1x1")
+
+        def running_on_two_nodes() -> bool:
+            got = client.swarms.get(run["id"])["sandboxes"]
+            nodes = {s["node"] for s in got if s["status"] == "running"}  # type: ignore[union-attr]
+            return len(nodes) >= 2
+
+        wait_until(running_on_two_nodes, timeout=60)
+        client.swarms.cancel(run["id"])
+        done = wait_for(client, run["id"], timeout=60)
+    assert done["status"] == "completed"
+    assert {s["status"] for s in done["sandboxes"]} == {"cancelled"}  # type: ignore[union-attr]
+    # the sandboxes ended on their nodes before their end was recorded
+    assert leftovers("sleep 61.5") == []
+
+
+def test_a_lost_node_fails_its_sandboxes_and_the_rest_finish(
+    server: Server, ray_cluster: RayCluster
+) -> None:
+    ray_cluster.start_workers("w3")
+    lost = ray_cluster.node_id("w3")
+    with server.client() as client:
+        run = client.swarms.start("sleep 3.7; echo done", count=9, size="1x1")
+
+        def running_on_the_third_node() -> bool:
+            got = client.swarms.get(run["id"])["sandboxes"]
+            return any(s["node"] == lost and s["status"] == "running" for s in got)  # type: ignore[union-attr]
+
+        wait_until(running_on_the_third_node, timeout=60)
+        ray_cluster.kill_worker("w3")
+        done = wait_for(client, run["id"], timeout=120)
+    assert done["status"] == "completed"
+    sandboxes = done["sandboxes"]
+    assert isinstance(sandboxes, list)
+    on_lost = [s for s in sandboxes if s["node"] == lost]
+    kept = [s for s in sandboxes if s["node"] != lost]
+    assert on_lost and kept
+    for sandbox in on_lost:
+        assert sandbox["status"] == "failed"
+        assert f"node lost: {lost}" in sandbox["error"]
+    assert {(s["status"], s["stdoutTail"]) for s in kept} == {("succeeded", "done\n")}
+    # its sandboxes died with it (their files are the next worker's on that machine to clear)
+    wait_until(lambda: not [s for s in leftovers("sleep 3.7") if s.startswith("process")])
+
+
+def test_a_restarted_server_explains_every_run_and_nodes_keep_nothing(
+    tmp_path: Path, ray_cluster: RayCluster
+) -> None:
+    first = start_ray_server(tmp_path / "state", ray_cluster)
+    with first.client() as client:
+        run = client.swarms.start("sleep 62.5", count=4, size="1x1", concurrency=2)
+        wait_until(lambda: client.swarms.get(run["id"])["counts"]["running"] == 2, timeout=60)  # type: ignore[index]
+    first.kill(signal.SIGKILL)
+    # the server's end is its Ray job's: the nodes end its sandboxes
+    wait_until(lambda: not [s for s in leftovers("sleep 62.5") if s.startswith("process")])
+    second = start_ray_server(tmp_path / "state", ray_cluster)
+    try:
+        with second.client() as client:
+            client.swarms.cancel(run["id"])  # the two queued ones started again: stop them
+            done = wait_for(client, run["id"], timeout=60)
+            # a run after the restart clears what the killed server's workers left
+            after = client.swarms.start("true", count=4, size="1x1")
+            assert wait_for(client, after["id"])["counts"]["succeeded"] == 4  # type: ignore[index]
+    finally:
+        second.kill(signal.SIGTERM)
+    statuses = [(s["status"], s["error"]) for s in done["sandboxes"]]  # type: ignore[union-attr]
+    interrupted = ("failed", "server restarted while the sandbox was running")
+    assert statuses.count(interrupted) == 2
+    assert done["status"] == "completed"
+    assert leftovers("sleep 62.5") == []
