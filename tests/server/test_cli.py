@@ -204,6 +204,28 @@ def test_login_records_a_server_and_contexts_choose_one(home: Path, server: Serv
     assert [c["name"] for c in json.loads(run("context", "list", "--json").stdout)] == ["elsewhere"]
 
 
+def test_login_asks_for_the_key_without_showing_it(home: Path, server: Server) -> None:
+    pid, terminal = pty.fork()  # the command's controlling terminal, as in a person's shell
+    if pid == 0:
+        os.execv(SCRIPT, [SCRIPT, "login", "--url", server.url, "--name", "typed"])
+    shown = b""
+    while b"API key" not in shown:
+        shown += os.read(terminal, 1024)
+    os.write(terminal, KEY.encode() + b"\n")
+    while True:
+        try:
+            chunk = os.read(terminal, 1024)
+        except OSError:  # the command has ended
+            break
+        if not chunk:
+            break
+        shown += chunk
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, shown
+    assert b"'typed' is now the current one" in shown and KEY.encode() not in shown
+    assert SwarmsClient().base_url == server.url
+
+
 def test_a_server_records_its_context_unless_told_not_to(home: Path, tmp_path: Path) -> None:
     quiet = start_server(tmp_path / "quiet", "--isolation", "process")  # with --no-context
     quiet.kill()

@@ -83,7 +83,8 @@ def save(contexts: Contexts) -> None:
     import tempfile
 
     folder = config_dir()
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chmod(folder, 0o700)  # the file holds keys: nobody else lists or opens the directory
     items = {name: asdict(c) for name, c in contexts.contexts.items()}
     for item in items.values():
         del item["name"]
