@@ -5,28 +5,8 @@ once) and a client that works the same against it and against hosted servers. Th
 library never imports this package; its server needs the `server` extra.
 """
 
-from ._client import (
-    APIConnectionError,
-    AsyncSwarmsClient,
-    AuthenticationError,
-    ConflictError,
-    NotFoundError,
-    PlanRequiredError,
-    RateLimitError,
-    SwarmsAPIError,
-    SwarmsClient,
-    is_finished,
-)
+import lazy_loader
 
-__all__ = [
-    "APIConnectionError",
-    "AsyncSwarmsClient",
-    "AuthenticationError",
-    "ConflictError",
-    "NotFoundError",
-    "PlanRequiredError",
-    "RateLimitError",
-    "SwarmsAPIError",
-    "SwarmsClient",
-    "is_finished",
-]
+# Each public name is imported on first use, from the imports of `__init__.pyi`, so that the
+# CLI, which lives in this package, starts without the client's HTTP stack when it needs none.
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

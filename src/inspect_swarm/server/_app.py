@@ -14,6 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
+from ._access_log import AccessLog, note_caller
 from ._edge import Edge, HttpLimits
 from ._engine import Engine
 from ._keys import Owner
@@ -65,13 +66,20 @@ class Keys:
         kind, _, key = header.partition(" ")
         if kind.lower() != "bearer" or not key.strip():
             raise ApiError(401, "unauthorized", "missing API key: send Authorization: Bearer <key>")
-        principal = self.lookup(key.strip())
+        principal = self.identify(request, key.strip())
         if principal is None:
             raise ApiError(401, "unauthorized", "unknown API key")
         if scope not in principal.scopes:
             raise ApiError(
                 403, "insufficient_scope", f"this API key lacks the {scope!r} scope needed here"
             )
+        return principal
+
+    def identify(self, request: Request, key: str) -> Principal | None:
+        """`lookup`, noting who made the request for its log line."""
+        principal = self.lookup(key)
+        if principal is not None:
+            note_caller(request, principal.owner)
         return principal
 
     def lookup(self, key: str) -> Principal | None:
@@ -120,6 +128,7 @@ def create_app(
     )
     limits = limits or HttpLimits()
     app.add_middleware(Edge, limits=limits, uploads=UPLOAD_PATHS)
+    app.add_middleware(AccessLog)  # outermost: its time is the whole answer's
     auth = Keys(keys, engine)
     store = engine.store
     sandboxes = E2BSandboxes(engine)

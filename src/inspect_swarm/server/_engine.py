@@ -224,6 +224,14 @@ class Engine:
         )
         self._idle_since = None
         self._wake()
+        logger.info(
+            "run %s started by %s: %d sandboxes of %s vCPU, %s GB",
+            run_id,
+            owner.label,
+            len(inputs),
+            body.size.vcpus,
+            body.size.memoryGb,
+        )
         view = self.views.get(run_id)
         assert view is not None
         return view, True
@@ -548,6 +556,10 @@ class Engine:
             return
         del self._runs[run_id]
         self._set_run(run_id, status="completed", waiting_reason=None, ended_at=time.time())
+        if logger.isEnabledFor(logging.INFO):
+            counts = self.store.counts(run_id)
+            ended = ", ".join(f"{counts[s]} {s}" for s in ("succeeded", "failed", "cancelled"))
+            logger.info("run %s completed: %s", run_id, ended)
 
     # one sandbox
 
@@ -572,10 +584,12 @@ class Engine:
                 self._wake()
 
     async def _one(self, run: _Run, idx: int, scope: anyio.CancelScope, slot: _Slot) -> None:
+        # the output so far is the sandbox's even when it is stopped midway
+        tails = _Tails()
         outcome: dict[str, Any] = {"status": "failed", "error": "server stopped"}
         try:
             with scope:
-                outcome = await self._execute(run, idx, slot)
+                outcome = await self._execute(run, idx, slot, tails)
             if scope.cancelled_caught:
                 status, reason = run.ending
                 outcome = {"status": status, "error": reason}
@@ -584,12 +598,13 @@ class Engine:
             logger.exception("sandbox %s of run %s failed", idx, run.id)
             outcome = {"status": "failed", "error": f"internal error: {type(ex).__name__}: {ex}"}
         finally:
+            outcome = {**tails.fields(), **outcome}
             outcome.setdefault("ended_at", time.time())
             self._set_sandbox(run.id, idx, **outcome)
             del run.active[idx]
             self._maybe_complete(run.id)
 
-    async def _execute(self, run: _Run, idx: int, slot: _Slot) -> dict[str, Any]:
+    async def _execute(self, run: _Run, idx: int, slot: _Slot, tails: _Tails) -> dict[str, Any]:
         row = self.store.sandbox_at(run.id, idx)
         try:
             sandbox = await self._sandbox_for(run, row["sandbox_id"], slot)
@@ -597,7 +612,7 @@ class Engine:
             return {"status": "failed", "error": f"boot failed: {ex}"}
         keep = False
         try:
-            outcome = await self._command(run, idx, sandbox, json.loads(row["input"]))
+            outcome = await self._command(run, idx, sandbox, json.loads(row["input"]), tails)
             keep = bool(run.queue) and sandbox.reusable
             return outcome
         finally:
@@ -626,7 +641,7 @@ class Engine:
         return slot.sandbox
 
     async def _command(
-        self, run: _Run, idx: int, sandbox: Sandbox, item: dict[str, Any]
+        self, run: _Run, idx: int, sandbox: Sandbox, item: dict[str, Any], tails: _Tails
     ) -> dict[str, Any]:
         spec = run.spec
         for path, content in item["files"].items():
@@ -648,14 +663,11 @@ class Engine:
             process = await sandbox.exec(sandbox_argv(spec["command"], item["args"]), env)
         except SandboxError as ex:
             return {"status": "failed", "error": str(ex)}
-        tails = {"stdout": bytearray(), "stderr": bytearray()}
+        tails.began = True
         timeout = spec["timeoutSeconds"]
         with anyio.move_on_after(timeout) as deadline:
-            code = await _follow(process, tails)
-        outcome: dict[str, Any] = {
-            "stdout_tail": tails["stdout"].decode(errors="replace"),
-            "stderr_tail": tails["stderr"].decode(errors="replace"),
-        }
+            code = await _follow(process, tails.streams)
+        outcome = tails.fields()
         if deadline.cancelled_caught:
             return {**outcome, "status": "failed", "error": f"timeout after {timeout}s"}
         outcome["exit_code"] = code if code >= 0 else 128 - code
@@ -678,6 +690,25 @@ async def _supervised(func: Callable[..., Coroutine[Any, Any, Any]], *args: Any)
 def size_gb(spec: dict[str, Any]) -> int:
     """The memory of one sandbox of the run, in GB."""
     return int(spec["size"]["memoryGb"])
+
+
+@dataclass
+class _Tails:
+    """The last bytes a sandbox's command wrote to stdout and stderr, so far."""
+
+    streams: dict[str, bytearray] = field(
+        default_factory=lambda: {"stdout": bytearray(), "stderr": bytearray()}
+    )
+    began: bool = False
+    """Whether the command started (a sandbox stopped before has no tails)."""
+
+    def fields(self) -> dict[str, Any]:
+        """The sandbox row's tails."""
+        if not self.began:
+            return {}
+        return {
+            f"{name}_tail": tail.decode(errors="replace") for name, tail in self.streams.items()
+        }
 
 
 async def _follow(process: ChildProcess, tails: dict[str, bytearray]) -> int:
