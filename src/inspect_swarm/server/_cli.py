@@ -340,12 +340,14 @@ def _server_parser(server: argparse.ArgumentParser) -> None:
     add(
         "--disk-gib",
         type=_non_negative,
+        metavar="GIB",
         help="each sandbox's disk, what its writes may take (default: 12, or less on a "
         "small disk; 0: no quota)",
     )
     add(
         "--max-pids",
         type=_positive,
+        metavar="N",
         help="the most processes of all sandboxes at once (default: 3/4 of the kernel's)",
     )
     add("--ready-file", type=Path, metavar="FILE", help="write {url, apiKey} here once listening")
