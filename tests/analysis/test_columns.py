@@ -14,8 +14,9 @@ from inspect_ai.model._model_info import clear_model_info_cache
 from inspect_ai.solver import Generate, TaskState, solver
 
 from inspect_swarm import _context
-from inspect_swarm._budget import Budget
-from inspect_swarm._ledger import MemberOutcome, SwarmMeter, write_ledger
+from inspect_swarm._contracts._budget import Budget
+from inspect_swarm._runtime._meter import MemberOutcome, SwarmMeter
+from inspect_swarm._runtime._sample_records import write_ledger
 from inspect_swarm.analysis import SwarmColumns
 from inspect_swarm.scripted import scripted_model
 
@@ -36,7 +37,7 @@ def one_member(model: Model, budget: Budget, calls: int) -> Any:
     """A swarm of one member, `m`, metered as the runtime meters it."""
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
-        from inspect_swarm._hooks import metering
+        from inspect_swarm._runtime._hooks import metering
 
         meter = SwarmMeter(budget, [("m", False)], [model])
         host = Host(meter)

@@ -17,9 +17,10 @@ from inspect_ai.solver import Generate, TaskState, solver
 from inspect_ai.util import store
 
 from inspect_swarm import _context
-from inspect_swarm._budget import Budget
-from inspect_swarm._hooks import metering
-from inspect_swarm._ledger import MemberOutcome, SwarmMeter, write_ledger
+from inspect_swarm._contracts._budget import Budget, SwarmBudget
+from inspect_swarm._runtime._hooks import metering
+from inspect_swarm._runtime._meter import MemberOutcome, SwarmMeter
+from inspect_swarm._runtime._sample_records import write_ledger
 from inspect_swarm.scripted import scripted_model
 
 
@@ -65,6 +66,9 @@ class FakeHost:
 
     def before_generate(self, member: str | None, messages: int) -> None:
         pass
+
+    def budget(self, member: str | None) -> SwarmBudget:
+        return self.meter.view(member, self.clock())
 
 
 Body = Callable[[FakeHost, Model], Awaitable[None]]

@@ -10,8 +10,8 @@ from inspect_ai.model import Model
 from inspect_ai.solver import Generate, TaskState, solver
 from inspect_ai.util import store
 
-from inspect_swarm._budget import Budget, derive_caps, effective_grace
-from inspect_swarm._ledger import SwarmMeter
+from inspect_swarm._contracts._budget import Budget, derive_caps, effective_grace
+from inspect_swarm._runtime._meter import SwarmMeter
 from inspect_swarm.scripted import scripted_model
 
 BUDGETS = {

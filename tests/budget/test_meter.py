@@ -10,8 +10,8 @@ from inspect_ai.model import Model, ModelAPI, ModelOutput, get_model, modelapi
 from inspect_ai.util import suspend_token_limit
 
 from inspect_swarm import _context
-from inspect_swarm._budget import Budget
-from inspect_swarm._ledger import MemberOutcome
+from inspect_swarm._contracts._budget import Budget
+from inspect_swarm._runtime._meter import MemberOutcome
 from inspect_swarm.analysis import SwarmLedger, swarm_ledger
 from inspect_swarm.scripted import scripted_model
 
