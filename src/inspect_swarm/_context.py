@@ -11,13 +11,12 @@ from collections.abc import Sequence
 from contextvars import ContextVar
 from typing import Literal, Protocol
 
-from inspect_ai.event import ModelEvent
 from inspect_ai.model import ChatMessageUser, ModelUsage
 from inspect_ai.tool import Tool
 
 from ._contracts._budget import SwarmBudget
 from ._contracts._roster import Delivery, MemberInfo, MemberState
-from ._contracts._status import MemberStatus, Verdict
+from ._contracts._status import MemberStatus
 
 
 class MemberBus(Protocol):
@@ -29,18 +28,6 @@ class MemberBus(Protocol):
 
     def notice(self, *, deliver: bool = True) -> ChatMessageUser | None:
         """The notice for the calling loop at its turn boundary, if it gets one."""
-        ...
-
-
-class Metering(Protocol):
-    """The run's meter as the swarm's model hooks and transcript tap feed it."""
-
-    def charge(self, model: str, usage: ModelUsage, *, cached: bool = False) -> Verdict | None:
-        """Record a completed call, and say which rule of the budget it reached."""
-        ...
-
-    def observe(self, event: ModelEvent) -> None:
-        """Count a model event of the swarm."""
         ...
 
 
@@ -61,9 +48,6 @@ class SwarmHost(Protocol):
 
     @property
     def bus(self) -> MemberBus | None: ...
-
-    @property
-    def meter(self) -> Metering: ...
 
     def clock(self) -> float:
         """Seconds since the swarm started."""
@@ -98,8 +82,9 @@ class SwarmHost(Protocol):
         raising) if the member is stopped."""
         ...
 
-    def on_charge_verdict(self, member: str | None, verdict: Verdict | None) -> None:
-        """A completed call of `member` (None outside every member) reached a cap or its share."""
+    def charge(self, model: str, usage: ModelUsage, *, cached: bool) -> None:
+        """A call of the calling member (or of the phase outside every member) completed with
+        `usage`: meter it, and end the member (or the swarm) at a share or cap it reached."""
         ...
 
 

@@ -5,13 +5,12 @@ from collections.abc import AsyncGenerator, Sequence
 
 import anyio
 from inspect_ai.agent import AgentState
-from inspect_ai.log import transcript
 from inspect_ai.log._samples import sample_active
-from inspect_ai.model import ChatMessage, ChatMessageUser, ModelOutput
+from inspect_ai.model import ChatMessage, ChatMessageUser, ModelOutput, ModelUsage
 from inspect_ai.util import LimitExceededError, sample_limits
 from inspect_ai.util._store import suspend_store_events
 
-from ._context import _phase, _swarm
+from ._context import _phase, _swarm, current_member
 from ._contracts._budget import Budget, SwarmBudget, budget_preamble
 from ._contracts._channel import Channel
 from ._contracts._control import MemberEnded, MemberHandle, SwarmEvent
@@ -19,14 +18,13 @@ from ._contracts._controller import Controller, recorded_stop_reason
 from ._contracts._member import MemberSpec
 from ._contracts._roster import Delivery, MemberInfo, MemberState
 from ._contracts._schema import EVIDENCE_SOURCE, SwarmLedger
-from ._contracts._status import EndedBy, MemberStatus, SwarmStopReason, Verdict, sample_limit
+from ._contracts._status import EndedBy, MemberStatus, SwarmStopReason, sample_limit
 from ._runtime._answer import Answer, choose_answer
 from ._runtime._bus._bus import SwarmBus
 from ._runtime._enforce import BudgetEnforcer
-from ._runtime._hooks import metering
 from ._runtime._member_run import MemberRun
 from ._runtime._member_task import run_member
-from ._runtime._meter import MemberOutcome, SwarmMeter
+from ._runtime._meter import SwarmMeter
 from ._runtime._observe import SwarmObserver
 from ._runtime._sample_records import (
     log_result,
@@ -37,6 +35,7 @@ from ._runtime._sample_records import (
 )
 from ._runtime._sandbox import check_environments_exist
 from ._runtime._stop import MemberStop, SwarmStoppingError, is_cancellation, leaves
+from ._runtime._tap import TranscriptTap, tapped
 
 
 def _now() -> float:
@@ -60,16 +59,11 @@ class SwarmRun:
         self._controller = controller
         self._channels = channels
         self._budget = budget
-        self._meter = SwarmMeter(budget, [(s.name, s.bridged) for s in roster], models)
+        self._meter = SwarmMeter(self._members, models)
         self._bus: SwarmBus | None = None
-        self._observer = SwarmObserver(self._by_name, self.clock)
+        self._observer = SwarmObserver(self.clock)
         self._enforcer = BudgetEnforcer(
-            budget,
-            self._meter,
-            self._observer,
-            self._get,
-            self.request_stop,
-            lambda: self._stopping,
+            budget, self._meter, self._members, self.request_stop, lambda: self._stopping
         )
         self._t0 = _now()
         self._input: list[ChatMessage] = []
@@ -104,10 +98,6 @@ class SwarmRun:
     def bus(self) -> SwarmBus | None:
         return self._bus
 
-    @property
-    def meter(self) -> SwarmMeter:
-        return self._meter
-
     def clock(self) -> float:
         return _now() - self._t0
 
@@ -130,15 +120,18 @@ class SwarmRun:
         return self._get(name).span_id
 
     def budget(self, member: str | None) -> SwarmBudget:
-        return self._meter.view(member, self.clock())
+        return self._enforcer.view(self._member_or_none(member), self.clock())
 
     def before_generate(self, member: str | None, messages: int) -> None:
         """Refuse a model call the swarm no longer allows (called by the swarm's hook)."""
-        self._enforcer.before_call(member, messages)
+        if member is not None:
+            self._enforcer.before_call(self._get(member), messages)
 
-    def on_charge_verdict(self, member: str | None, verdict: Verdict | None) -> None:
-        """A completed call was charged (called by the swarm's hook in the calling task)."""
-        self._enforcer.after_charge(member, verdict)
+    def charge(self, model: str, usage: ModelUsage, *, cached: bool) -> None:
+        """Meter a completed call and enforce the rule it reached (called by the swarm's hook
+        in the calling task)."""
+        m = self._member_or_none(current_member())
+        self._enforcer.after_charge(m, self._enforcer.charge(model, usage, m, cached=cached))
 
     # ---- SwarmControl ------------------------------------------------------------------
 
@@ -281,21 +274,21 @@ class SwarmRun:
         self._input = list(state.messages)
         self._t0 = _now()
         token = _swarm.set(self)
-        unsubscribe = None
         error: BaseException | None = None
         try:
             check_environments_exist([m.spec for m in self._members])
             self._meter.open()
+            self._enforcer.open()
             self._observer.open()
             if any(ch.name is not None for ch in self._channels):
-                self._bus = SwarmBus(self, self._channels)
-            unsubscribe = transcript()._subscribe(self._observer.on_event)
+                self._bus = SwarmBus(self, self._channels, {m.name: m.comm for m in self._members})
+            tap = TranscriptTap(self, self._by_name, self._meter, self._observer, self._bus)
             self._write_result(provisional=True)
-            with metering(self), suspend_store_events():
+            with tapped(tap), suspend_store_events():
                 async with anyio.create_task_group() as tg:
                     self._tg = tg
                     tg.start_soon(self._stopper)
-                    if self._meter.caps.time is not None:
+                    if self._enforcer.caps.time is not None:
                         tg.start_soon(self._enforcer.time_cap, self.clock)
                     await self._control()
                     await self._idle.wait()
@@ -304,8 +297,6 @@ class SwarmRun:
             error = ex
             raise _sample_error(ex) from None
         finally:
-            if unsubscribe is not None:
-                unsubscribe()
             self._finish(state, error)
             _swarm.reset(token)
         return state
@@ -322,24 +313,12 @@ class SwarmRun:
         self._write_result(provisional=provisional, answer=answer)
         log_result("final", answer.record(provisional))
         write_ledger(ledger)
-        write_metrics(
-            metrics_record(self._members, self._observer, self._bus, answer, ledger, self.clock())
-        )
+        write_metrics(metrics_record(self._members, self._bus, answer, ledger, self.clock()))
         if self._bus is not None:
             self._bus.close()
 
     def _ledger(self, error: BaseException | None) -> SwarmLedger:
-        return self._meter.ledger(
-            members=[
-                MemberOutcome(
-                    name=m.name,
-                    status=m.status,
-                    cancelled=m.cancelled,
-                    background_started=m.background.started,
-                    background_cancelled=m.background.cancelled,
-                )
-                for m in self._members
-            ],
+        return self._enforcer.ledger(
             stop_reason=self.stop_reason,
             ended_by=_ended_by(error),
             interrupted=error is not None,
@@ -349,6 +328,9 @@ class SwarmRun:
         )
 
     # ---- helpers -----------------------------------------------------------------------
+
+    def _member_or_none(self, name: str | None) -> MemberRun | None:
+        return self._get(name) if name is not None else None
 
     def _get(self, name: str) -> MemberRun:
         m = self._by_name.get(name)
@@ -386,7 +368,7 @@ class SwarmRun:
         ]
         if m.role:
             lines.append(f"Your role: {m.role}.")
-        budget = budget_preamble(self._meter.caps, self._budget.split, n, m.spec.index)
+        budget = budget_preamble(self._enforcer.caps, self._budget.split, n, m.spec.index)
         if budget:
             lines.append(budget)
         if m.spec.sandbox is not None:

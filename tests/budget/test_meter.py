@@ -11,11 +11,18 @@ from inspect_ai.util import suspend_token_limit
 
 from inspect_swarm import _context
 from inspect_swarm._contracts._budget import Budget
-from inspect_swarm._runtime._meter import MemberOutcome
 from inspect_swarm.analysis import SwarmLedger, swarm_ledger
 from inspect_swarm.scripted import scripted_model
 
-from .budget_harness import FakeHost, as_member, as_phase, members_body, run_meter, script
+from .budget_harness import (
+    FakeHost,
+    MemberOutcome,
+    as_member,
+    as_phase,
+    members_body,
+    run_meter,
+    script,
+)
 
 pytestmark = pytest.mark.anyio
 

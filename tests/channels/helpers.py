@@ -15,6 +15,7 @@ from inspect_swarm._context import _member, _swarm
 from inspect_swarm._contracts._channel import Channel
 from inspect_swarm._contracts._roster import Delivery, MemberInfo, MemberState
 from inspect_swarm._runtime._bus._bus import SwarmBus
+from inspect_swarm._runtime._member_run import MemberComm
 
 
 class FakeHost:
@@ -37,7 +38,8 @@ class FakeHost:
         self.deliveries: dict[str, Delivery] = delivery or {}
         self.is_stopping = False
         self._swarm_token = _swarm.set(self)  # type: ignore[arg-type]
-        self.bus_: SwarmBus = SwarmBus(self, channels)  # type: ignore[arg-type]
+        self.comms = {n: MemberComm() for n in names}
+        self.bus_: SwarmBus = SwarmBus(self, channels, self.comms)  # type: ignore[arg-type]
 
     @property
     def roster(self) -> Sequence[MemberInfo]:

@@ -1,7 +1,15 @@
-"""A member in one run of the swarm: its lifecycle, status, stop and background work."""
+"""A member in one run of the swarm: the one object that holds every fact of it.
 
+Its lifecycle, status, stop and background work; what it used (which the meter writes), what it
+did (which the observer writes) and how it communicated (which the bus writes). The result, the
+ledger and the metrics are projections of it. A per-member fact a later part adds (a score, a
+vote) is a field here, written by its part and read by the records.
+"""
+
+from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any, TypeVarTuple, Unpack
 
 import anyio
@@ -9,14 +17,54 @@ from inspect_ai.agent import current_agent_bridge_context
 from inspect_ai.model import ModelOutput
 from inspect_ai.util import Limit, LimitExceededError
 from inspect_ai.util._background import background_target
+from pydantic import JsonValue
 
 from .._contracts._member import MemberSpec
 from .._contracts._roster import MemberState
-from .._contracts._status import MemberStatus, StopCause
+from .._contracts._schema import Calls, Meter
+from .._contracts._status import MemberStatus, StopCause, WaitOutcome
 from ._limits import MeteredLimits
 from ._stop import MemberStop
 
 PosArgsT = TypeVarTuple("PosArgsT")
+
+
+@dataclass
+class ChannelComm:
+    """A member's use of one channel."""
+
+    records: int = 0
+    record_bytes: int = 0
+    rejections: Counter[str] = field(default_factory=Counter)
+    reads: int = 0
+    listings: int = 0
+    notices: int = 0
+
+    def as_json(self) -> dict[str, JsonValue]:
+        return {
+            "records": self.records,
+            "record_bytes": self.record_bytes,
+            "rejections": dict(self.rejections),
+            "reads": self.reads,
+            "listings": self.listings,
+            "notices": self.notices,
+        }
+
+
+@dataclass
+class MemberComm:
+    """How a member communicated through the bus, which the bus keeps."""
+
+    channels: dict[str, ChannelComm] = field(default_factory=dict)
+    waits: int = 0
+    outcomes: Counter[WaitOutcome] = field(default_factory=Counter)
+    wait_time: float = 0.0
+    idle_time: float = 0.0
+    # own-loop and any-loop completed model calls, counted only as far as the wiring checks need
+    own_calls: int = 0
+    calls: int = 0
+    # ended members this member's loops have been told of, by loop
+    ended_told: dict[str | None, int] = field(default_factory=dict)
 
 
 class MemberRun:
@@ -42,9 +90,20 @@ class MemberRun:
         # a bridged member's own limits, which the swarm meters instead of Inspect
         self.metered: MeteredLimits | None = None
         self.bridge_used = False
+        # what it used: its calls' usage and cost, and its model events (the meter's)
+        self.meter = Meter()
+        self.calls = Calls()
+        # what it did: completed model calls, identical tool calls in a row, in-loop checks
+        # (the observer's)
+        self.steps = 0
+        self.longest_tool_run = 0
+        self.last_call: tuple[str, str] | None = None
+        self.tool_run = 0
         self.gate_checks = 0
         self.gate_passes = 0
         self.first_pass_time: float | None = None
+        # how it communicated (the bus's)
+        self.comm = MemberComm()
 
     # the MemberHandle protocol
     @property

@@ -8,31 +8,13 @@ from inspect_ai.model import Model, ModelAPI, ModelUsage, compute_model_cost, ge
 from inspect_ai.model._model import _models, active_model, model_roles, sample_model_usage
 from inspect_ai.model._model_info import _get_model_info_direct
 from inspect_ai.util import sample_limits
-from inspect_ai.util._limit import _TokenMetering, token_limit_tree
+from inspect_ai.util._limit import token_limit_tree
 
-from .._context import current_member, current_phase
-from .._contracts._budget import (
-    Budget,
-    BudgetUsage,
-    CapKind,
-    Caps,
-    SwarmBudget,
-    derive_caps,
-    split_shares,
-)
+from .._context import current_phase
+from .._contracts._budget import Budget, Caps
 from .._contracts._schema import Calls, MemberLedger, Meter, SwarmLedger
-from .._contracts._status import EndedBy, MemberStatus, SwarmStopReason, Verdict
-
-
-@dataclass(frozen=True)
-class MemberOutcome:
-    """How a member ended, as the runtime saw it, for its ledger entry."""
-
-    name: str
-    status: MemberStatus | None
-    cancelled: bool = False
-    background_started: int = 0
-    background_cancelled: int = 0
+from .._contracts._status import EndedBy, SwarmStopReason
+from ._member_run import MemberRun
 
 
 @dataclass(frozen=True)
@@ -50,90 +32,64 @@ _COST_EPSILON = 1e-9
 
 
 class SwarmMeter:
-    """The swarm's own meter: charges completed calls against the caps and shares, counts the
-    model events of the swarm, and writes the ledger when the swarm ends."""
+    """The swarm's own meter: records what each completed call used and cost, in the meter of
+    the member that made it (its `MemberRun`) or of the phase outside every member, counts the
+    model events of the swarm, and makes the ledger when the swarm ends.
 
-    def __init__(
-        self,
-        budget: Budget,
-        members: Sequence[tuple[str, bool]],
-        models: Sequence[str | Model],
-    ) -> None:
-        self.budget = budget
-        self._bridged = dict(members)
+    It counts; the budget's enforcement (`BudgetEnforcer`) decides what a count means.
+    """
+
+    def __init__(self, members: Sequence[MemberRun], models: Sequence[str | Model]) -> None:
+        self._members = list(members)
         self._models = list(models)
-        self._caps = Caps(cost=None, tokens=None, token_type="all", time=None)
-        self._metering = _TokenMetering("all")
-        self._shares: dict[CapKind, dict[str, float]] = {}
         self._start_usage: dict[str, ModelUsage] | None = None
         self._sample_limits: dict[str, float | None] = dict.fromkeys(_LIMIT_KINDS)
         self._compaction: set[str] = set()
-        self._members = {name: Meter() for name in self._bridged}
         self._phases: dict[str, Meter] = {"runtime": Meter(), "final": Meter()}
         self._swarm = Meter()
         self._unpriced_recorded = 0
-        self._member_calls = {name: Calls() for name in self._bridged}
         self._calls = Calls()
-        self._seen: set[str] = set()
         # usage objects of completed calls not priced yet when observed: inspect sets the cost on
         # the same object after notifying subscribers, so they are counted when the ledger is made
-        self._cost_pending: list[tuple[str | None, ModelUsage]] = []
+        self._cost_pending: list[tuple[MemberRun | None, ModelUsage]] = []
         # completed calls by the id of their usage object, which the usage hook is given, until
         # the hook charges them: inspect raises a token or cost limit error before the hook, so
         # the call that reaches a limit is charged only when the ledger is made
         self._uncharged: dict[int, _Uncharged] = {}
 
     @property
-    def caps(self) -> Caps:
-        """The caps the swarm applies (all None until `open()`)."""
-        return self._caps
+    def swarm(self) -> Meter:
+        """Every call in the swarm's context."""
+        return self._swarm
 
     def open(self) -> None:
-        """Start metering, in the sample, when the swarm starts.
-
-        Raises:
-            ValueError: A cost cap with a member's model that has no cost data.
-        """
-        # first, so that a ledger made after a failed open still measures the swarm's lifetime
+        """Start metering, in the sample, when the swarm starts."""
         self._start_usage = dict(sample_model_usage())
         limits = sample_limits()
         self._sample_limits = {kind: getattr(limits, kind).limit for kind in _LIMIT_KINDS}
         self._compaction = _native_compaction_classes(self._models)
-        caps = derive_caps(self.budget)
-        if caps.cost is not None:
-            _check_cost_data(self._models)
-        self._caps = caps
-        self._metering = _TokenMetering(caps.token_type)
-        names = list(self._bridged)
-        for kind in ("cost", "tokens"):
-            cap = caps.get(kind)
-            shares = split_shares(cap, self.budget.split, len(names)) if cap is not None else None
-            if shares is not None:
-                self._shares[kind] = dict(zip(names, shares, strict=True))
 
-    def charge(self, model: str, usage: ModelUsage, *, cached: bool = False) -> Verdict | None:
-        """Record a completed call, in the calling task, and say which rule it reached.
+    def check_cost_data(self) -> None:
+        """Refuse a cost cap when a member's model has no cost data.
 
-        A cache replay costs nothing and is not charged. The swarm's caps beat the share.
+        Raises:
+            ValueError: A member's model has no cost data.
         """
-        if cached:
-            return None
-        self._uncharged.pop(id(usage), None)
-        member = current_member()
-        self._record_call(model, usage, self._meter_of(member), token_limit_tree.is_suspended())
-        return self._verdict(member)
+        _check_cost_data(self._models)
 
-    def observe(self, event: ModelEvent) -> None:
-        """Count a model event of the swarm, in the emitting task (each completed event once)."""
-        if event.pending or event.uuid in self._seen:
-            return
-        if event.uuid is not None:
-            self._seen.add(event.uuid)
-        member = current_member()
+    def charge(self, model: str, usage: ModelUsage, member: MemberRun | None) -> None:
+        """Record a completed call of `member` (None outside every member), in the calling
+        task."""
+        self._uncharged.pop(id(usage), None)
+        self._record_call(model, usage, self._meter_of(member), token_limit_tree.is_suspended())
+
+    def observe(self, event: ModelEvent, member: MemberRun | None) -> None:
+        """Count a completed model event of `member` (None outside every member), in the
+        emitting task."""
         usage = event.output.usage
-        for calls in (self._calls, self._member_calls.get(member or "")):
-            if calls is not None:
-                _count(calls, event, usage)
+        _count(self._calls, event, usage)
+        if member is not None:
+            _count(member.calls, event, usage)
         if event.error is None and event.cache != "read" and usage:
             if usage.total_cost is None:
                 self._cost_pending.append((member, usage))
@@ -141,63 +97,23 @@ class SwarmMeter:
                 event.model, usage, self._meter_of(member), token_limit_tree.is_suspended()
             )
 
-    def used(self, kind: CapKind) -> float:
-        """What the whole swarm has used of a kind: dollars, or tokens as the token cap meters."""
-        return self._amount(self._swarm, kind)
-
-    def member_used(self, member: str, kind: CapKind) -> float:
-        """What a member has used of a kind."""
-        return self._amount(self._members[member], kind)
-
-    def member_usage(self, member: str) -> ModelUsage:
-        """The token usage a member's calls recorded."""
-        return self._members[member].usage
-
-    def share(self, member: str, kind: CapKind) -> float | None:
-        """The member's share of a cap, or None when the cap is not split."""
-        return self._shares.get(kind, {}).get(member)
-
-    def view(self, member: str | None, elapsed: float) -> SwarmBudget:
-        """The budget as `member` sees it (`swarm_budget()`): the caps and what the swarm used,
-        and the member's share and usage when the budget is split."""
-
-        def usage(kind: CapKind) -> BudgetUsage | None:
-            cap = self._caps.get(kind)
-            if cap is None:
-                return None
-            share = self.share(member, kind) if member is not None else None
-            share_used = self.member_used(member, kind) if member and share is not None else None
-            return BudgetUsage(cap=cap, used=self.used(kind), share=share, share_used=share_used)
-
-        time = self._caps.time
-        return SwarmBudget(
-            split=self.budget.split,
-            cost=usage("cost"),
-            tokens=usage("tokens"),
-            token_type=self._caps.token_type,
-            time=None if time is None else BudgetUsage(cap=time, used=elapsed),
-        )
-
     def ledger(
         self,
         *,
-        members: Sequence[MemberOutcome],
+        budget: Budget,
+        caps: Caps,
+        overshoot: dict[str, float],
         stop_reason: SwarmStopReason | None,
         ended_by: EndedBy | None,
         interrupted: bool,
         final_cancelled: bool,
         resumed: bool,
-        elapsed: float,
     ) -> SwarmLedger:
-        """The ledger of the swarm's run. Synchronous, so it can be made on every path."""
-        self._settle()
-        outcomes = {m.name: m for m in members}
+        """The ledger of the swarm's run, its members' entries projected from their
+        `MemberRun`s. Synchronous, so it can be made on every path. Settle the meter first."""
         unpriced = [member for member, usage in self._cost_pending if usage.total_cost is None]
         calls = self._calls.model_copy(update={"unpriced": len(unpriced)})
-        entries = [
-            self._member_ledger(name, outcomes.get(name), unpriced.count(name))
-            for name in self._bridged
-        ]
+        entries = [_member_ledger(m, unpriced.count(m)) for m in self._members]
         delta = self._sample_delta()
         unattributed = _unattributed(delta, self._swarm)
         unpriced_models = sorted(
@@ -209,7 +125,7 @@ class SwarmMeter:
         total_complete = not (
             interrupted
             or final_cancelled
-            or any(m.cancelled or m.background_cancelled for m in members)
+            or any(m.cancelled or m.background.cancelled for m in self._members)
             or calls.errored
             or calls.no_usage
             or calls.unpriced
@@ -218,8 +134,8 @@ class SwarmMeter:
             or compaction
         )
         return SwarmLedger(
-            budget=self.budget,
-            caps=self._caps.as_dict(),
+            budget=budget,
+            caps=caps.as_dict(),
             sample_limits=self._sample_limits,
             members=entries,
             runtime=self._phases["runtime"].model_copy(deep=True),
@@ -231,7 +147,7 @@ class SwarmMeter:
             unattributed=unattributed,
             unpriced_models=unpriced_models,
             native_compaction_classes=compaction,
-            overshoot=self._overshoot(elapsed),
+            overshoot=overshoot,
             stop_reason=stop_reason,
             ended_by=ended_by,
             interrupted=interrupted,
@@ -254,50 +170,18 @@ class SwarmMeter:
             if recorded is not None:
                 _record(recorded, usage, cost, suspended)
 
-    def _settle(self) -> None:
+    def settle(self) -> None:
         """Charge the completed calls the usage hook never charged, such as each call that
         reached a token or cost limit."""
         for call in self._uncharged.values():
             self._record_call(call.model, call.usage, call.meter, call.suspended)
         self._uncharged.clear()
 
-    def _meter_of(self, member: str | None) -> Meter | None:
+    def _meter_of(self, member: MemberRun | None) -> Meter | None:
         if member is not None:
-            return self._members.get(member)
+            return member.meter
         phase = current_phase()
         return self._phases[phase] if phase is not None else None
-
-    def _amount(self, meter: Meter, kind: CapKind) -> float:
-        return meter.cost if kind == "cost" else self._metering.value(meter.usage)
-
-    def _verdict(self, member: str | None) -> Verdict | None:
-        kinds: tuple[CapKind, ...] = ("cost", "tokens")
-        for kind in kinds:
-            cap = self._caps.get(kind)
-            if cap is not None and self.used(kind) >= cap:
-                return "swarm_cap"
-        if member is None or member not in self._members:
-            return None
-        for kind in kinds:
-            share = self.share(member, kind)
-            if share is not None and self.member_used(member, kind) >= share:
-                return "share"
-        return None
-
-    def _member_ledger(
-        self, name: str, outcome: MemberOutcome | None, unpriced: int
-    ) -> MemberLedger:
-        outcome = outcome or MemberOutcome(name=name, status=None)
-        return MemberLedger(
-            name=name,
-            status=outcome.status,
-            bridged=self._bridged[name],
-            meter=self._members[name].model_copy(deep=True),
-            calls=self._member_calls[name].model_copy(update={"unpriced": unpriced}),
-            cancelled=outcome.cancelled,
-            background_started=outcome.background_started,
-            background_cancelled=outcome.background_cancelled,
-        )
 
     def _delta_by_model(self) -> dict[str, ModelUsage]:
         now = dict(sample_model_usage())
@@ -313,13 +197,18 @@ class SwarmMeter:
             total = total + usage
         return total
 
-    def _overshoot(self, elapsed: float) -> dict[str, float]:
-        used = {"cost": self._swarm.cost, "tokens": self.used("tokens"), "time": elapsed}
-        return {
-            kind: used[kind] - cap
-            for kind, cap in self._caps.as_dict().items()
-            if cap is not None and used[kind] > cap
-        }
+
+def _member_ledger(m: MemberRun, unpriced: int) -> MemberLedger:
+    return MemberLedger(
+        name=m.name,
+        status=m.status,
+        bridged=m.spec.bridged,
+        meter=m.meter.model_copy(deep=True),
+        calls=m.calls.model_copy(update={"unpriced": unpriced}),
+        cancelled=m.cancelled,
+        background_started=m.background.started,
+        background_cancelled=m.background.cancelled,
+    )
 
 
 _LIMIT_KINDS = ("token", "cost", "message", "turn", "working", "time")

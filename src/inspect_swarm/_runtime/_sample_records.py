@@ -21,7 +21,6 @@ from .._contracts._schema import (
 from ._answer import Answer
 from ._bus._bus import SwarmBus
 from ._member_run import MemberRun
-from ._observe import SwarmObserver
 
 # communication through files is observed, not recorded: without a channel that records,
 # there is nothing to count, which is not the same as zero
@@ -69,13 +68,11 @@ def write_metrics(metrics: dict[str, Any]) -> None:
 
 def metrics_record(
     members: Sequence[MemberRun],
-    observer: SwarmObserver,
     bus: SwarmBus | None,
     answer: Answer,
     ledger: SwarmLedger,
     wall_clock: float,
 ) -> dict[str, Any]:
-    steps = observer.steps
     entries = []
     for m, entry in zip(members, ledger.members, strict=True):
         entries.append(
@@ -86,10 +83,8 @@ def metrics_record(
                 "running_time": None
                 if m.start_time is None or m.end_time is None
                 else round(m.end_time - m.start_time, 3),
-                "steps": steps.get(m.name, 0),
-                "longest_identical_tool_run": None
-                if m.spec.bridged
-                else observer.tool_runs.get(m.name, 0),
+                "steps": m.steps,
+                "longest_identical_tool_run": None if m.spec.bridged else m.longest_tool_run,
                 "gate_checks": m.gate_checks,
                 "gate_passes": m.gate_passes,
                 "first_pass_time": m.first_pass_time,
@@ -103,9 +98,9 @@ def metrics_record(
         "tokens": ledger.swarm.usage.total_tokens,
         "cost": ledger.swarm.cost,
         "wall_clock": round(wall_clock, 3),
-        "never_acted": [m.name for m in members if steps.get(m.name, 0) == 0],
-        "steps_to_answer": None if answer.member is None else steps.get(answer.member.name, 0),
-        "longest_member_steps": max((steps.get(m.name, 0) for m in members), default=0),
+        "never_acted": [m.name for m in members if m.steps == 0],
+        "steps_to_answer": None if answer.member is None else answer.member.steps,
+        "longest_member_steps": max((m.steps for m in members), default=0),
         "members": entries,
         "notify_unwired": wiring.get("notify_unwired", []),
         "tools_unwired": wiring.get("tools_unwired", []),

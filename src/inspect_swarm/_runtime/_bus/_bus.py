@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from typing import Literal, cast
 
 import anyio
-from inspect_ai.event import Event, ModelEvent
 from inspect_ai.log import transcript
 from inspect_ai.model import ChatMessageUser
 from inspect_ai.tool import Tool, ToolError
@@ -27,6 +26,7 @@ from ..._contracts._channel import (
 from ..._contracts._record import Draft, Record, Refused, freeze, thaw
 from ..._contracts._schema import EVIDENCE_SOURCE
 from ..._contracts._status import WaitOutcome
+from .._member_run import ChannelComm, MemberComm
 from ._evidence import EvidenceLog
 from ._storm import RateWindow
 from ._wait import swarm_wait
@@ -60,41 +60,6 @@ _WIRING = {
     ),
 }
 """Per missing piece of wiring: what the member did without it, and how to wire it."""
-
-
-@dataclass
-class _Comm:
-    records: int = 0
-    record_bytes: int = 0
-    rejections: Counter[str] = field(default_factory=Counter)
-    reads: int = 0
-    listings: int = 0
-    notices: int = 0
-
-    def as_json(self) -> dict[str, JsonValue]:
-        return {
-            "records": self.records,
-            "record_bytes": self.record_bytes,
-            "rejections": dict(self.rejections),
-            "reads": self.reads,
-            "listings": self.listings,
-            "notices": self.notices,
-        }
-
-
-@dataclass
-class _Member:
-    comm: dict[str, _Comm]
-    waits: int = 0
-    outcomes: Counter[str] = field(default_factory=Counter)
-    wait_time: float = 0.0
-    idle_time: float = 0.0
-    # own-loop and any-loop completed model calls, counted only as far as the wiring checks need
-    own_calls: int = 0
-    calls: int = 0
-    seen_calls: set[str] = field(default_factory=set)
-    # ended members this member's loops have been told of, by loop
-    ended_told: dict[str | None, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -134,7 +99,11 @@ class SwarmBus:
     It implements the channels' `Bus` contract and the members' `MemberBus`.
     """
 
-    def __init__(self, host: SwarmHost, channels: Sequence[Channel]) -> None:
+    def __init__(
+        self, host: SwarmHost, channels: Sequence[Channel], comms: Mapping[str, MemberComm]
+    ) -> None:
+        """Open every channel for the run; `comms` is where each member's communication is
+        counted (its `MemberRun.comm`)."""
         self._host = host
         self._evidence_log = EvidenceLog()
         self._roster = list(host.roster)
@@ -155,12 +124,11 @@ class SwarmBus:
         self._own_loops: dict[str, str | None] = {}
         self._continued: set[str] = set()
         self._sender_loops: set[str | None] = set()
-        self._members = {
-            m.name: _Member({name: _Comm() for name in self._channels}) for m in self._roster
-        }
+        self._members = comms
+        for comm in comms.values():
+            comm.channels.update((name, ChannelComm()) for name in self._channels)
         self._tool_lists: dict[bool, list[Tool]] = {}
         self._warned: set[tuple[str, str]] = set()
-        self._unsubscribe = transcript()._subscribe(self._on_event)
 
     def _open(self, channel: Channel) -> None:
         state = channel.open(ChannelRun(self, self._roster))
@@ -261,7 +229,7 @@ class SwarmBus:
                 rate.check(now)
             opened.state.admit(record)
         except Refused as refusal:
-            self._members[caller.member].comm[channel].rejections[refusal.control] += 1
+            self._members[caller.member].channels[channel].rejections[refusal.control] += 1
             self._sent(record, caller, refusal)
             raise
         self._sent(record, caller, None)
@@ -304,7 +272,7 @@ class SwarmBus:
     ) -> None:
         self._seq += 1
         self._sender_loops.add(caller.loop)
-        comm = self._members[caller.member].comm[record.channel]
+        comm = self._members[caller.member].channels[record.channel]
         comm.records += 1
         comm.record_bytes += len(record.payload.encode())
         self._evidence(
@@ -322,7 +290,7 @@ class SwarmBus:
         self, channel: str, caller: Caller, *, listing: bool, data: Mapping[str, JsonValue]
     ) -> None:
         """Record a view of a channel's state (a file, or a listing)."""
-        comm = self._members[caller.member].comm[channel]
+        comm = self._members[caller.member].channels[channel]
         if listing:
             comm.listings += 1
         else:
@@ -367,7 +335,7 @@ class SwarmBus:
         notice_id = f"n-{self._notices_numbered}"
         caller = Caller(member, loop, True, current_span_id())
         for name in dict.fromkeys(name for name, _ in lines):
-            self._members[member].comm[name].notices += 1
+            self._members[member].channels[name].notices += 1
         for name, line in lines:
             self._evidence(
                 "notified", name, caller, notice=notice_id, text=line.text, ids=dict(line.ids)
@@ -548,20 +516,20 @@ class SwarmBus:
     def close(self) -> None:
         """The run has ended."""
         self.begin_stop()
-        self._unsubscribe()
 
     # -- metrics ---------------------------------------------------------------------------
 
     def member_metrics(self, name: str) -> dict[str, JsonValue]:
-        """The communication part of a member's metrics."""
-        stats = self._members[name]
+        """The communication part of a member's metrics, from its `MemberRun.comm`; the wait
+        counts only when a channel of the run wakes waits."""
+        comm = self._members[name]
         waits = self.wakes_waits
         return {
-            "comm": {channel: comm.as_json() for channel, comm in stats.comm.items()},
-            "waits": stats.waits if waits else None,
-            "waits_by_outcome": dict(stats.outcomes) if waits else None,
-            "wait_time": round(stats.wait_time, 6) if waits else None,
-            "idle_time": round(stats.idle_time, 6) if waits else None,
+            "comm": {channel: c.as_json() for channel, c in comm.channels.items()},
+            "waits": comm.waits if waits else None,
+            "waits_by_outcome": dict[str, JsonValue](comm.outcomes.items()) if waits else None,
+            "wait_time": round(comm.wait_time, 6) if waits else None,
+            "idle_time": round(comm.idle_time, 6) if waits else None,
         }
 
     def wiring(self) -> dict[str, list[str]]:
@@ -608,20 +576,15 @@ class SwarmBus:
                 source=EVIDENCE_SOURCE,
             )
 
-    def _on_event(self, event: Event) -> None:
-        # completed model calls, counted only as far as the wiring checks need them
-        if not isinstance(event, ModelEvent) or event.pending or event.error is not None:
+    def model_call(self, member: str) -> None:
+        """A completed model call of the member (from the transcript tap): counted only as far
+        as the wiring checks need it, which warn once the member misses a piece."""
+        comm = self._members[member]
+        if comm.own_calls >= 2 and comm.calls >= 1:
             return
-        member = current_member()
-        stats = self._members.get(member) if member is not None else None
-        if member is None or stats is None or (stats.own_calls >= 2 and stats.calls >= 1):
-            return
-        if event.uuid in stats.seen_calls:
-            return
-        stats.seen_calls.add(event.uuid or "")
-        stats.calls += 1
+        comm.calls += 1
         if current_agent_span_id() == self.own_loop(member):
-            stats.own_calls += 1
+            comm.own_calls += 1
         self._warn_wiring(member)
 
 
