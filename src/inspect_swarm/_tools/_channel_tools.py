@@ -1,5 +1,7 @@
 """`swarm_tools()`: the tools of the swarm's channels, for a member's agent."""
 
+from __future__ import annotations
+
 from inspect_ai.tool import Tool, ToolSource
 
 from .._context import current_member, current_swarm
