@@ -1,12 +1,10 @@
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Literal, ParamSpec, overload
+from typing import Literal, ParamSpec, overload
 
+from ._control import SwarmControl
 from ._factory import registered_factory
 from ._roster import MemberInfo
 from ._status import TOPOLOGY_REASONS, ControllerReason, SwarmStopReason
-
-if TYPE_CHECKING:
-    from ._control import SwarmControl
 
 P = ParamSpec("P")
 
