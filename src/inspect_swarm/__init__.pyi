@@ -8,11 +8,10 @@ store: `inspect_swarm:result`, `inspect_swarm:ledger` and `inspect_swarm:metrics
 """
 
 # The public API, for type checkers and IDEs; `__init__.py` imports each name on first use.
-from ._budget import Budget, BudgetUsage, SwarmBudget, swarm_budget
-from ._bus._notice import swarm_on_continue
-from ._bus._record import Record
-from ._bus._tools import swarm_tools
-from ._channel._channel import (
+from ._channels._filesystem_channel import filesystem
+from ._channels._shared_memory import shared_memory
+from ._contracts._budget import Budget, BudgetUsage, SwarmBudget
+from ._contracts._channel import (
     Channel,
     ChannelRun,
     ChannelState,
@@ -22,16 +21,17 @@ from ._channel._channel import (
     WaitSpec,
     swarm_channel,
 )
-from ._channel.filesystem import filesystem
-from ._channel.shared_memory import shared_memory
-from ._controller._control import MemberEnded, MemberHandle, SwarmControl, SwarmEvent
-from ._controller._controller import Controller, FinalName, StopReason, swarm_controller
-from ._controller.leaderless import leaderless
-from ._member import Member, member
-from ._react import swarm_react
-from ._roster import MemberInfo, MemberState
+from ._contracts._control import MemberEnded, MemberHandle, SwarmControl, SwarmEvent
+from ._contracts._controller import Controller, FinalName, StopReason, swarm_controller
+from ._contracts._member import Member, member
+from ._contracts._record import Record
+from ._contracts._roster import MemberInfo, MemberState
+from ._controllers._leaderless import leaderless
 from ._swarm import swarm
-from ._tools import swarm_resources
+from ._tools._channel_tools import swarm_tools
+from ._tools._notice import swarm_on_continue
+from ._tools._react import swarm_react
+from ._tools._resources import swarm_budget, swarm_resources
 
 __all__ = [
     "Budget",

@@ -2,39 +2,40 @@
 
 import time
 from collections.abc import AsyncGenerator, Sequence
-from typing import Any, Literal
 
 import anyio
 from inspect_ai.agent import AgentState
-from inspect_ai.log import transcript
 from inspect_ai.log._samples import sample_active
-from inspect_ai.model import ChatMessage, ChatMessageUser, ModelOutput
-from inspect_ai.util import LimitExceededError, sample_limits, store
+from inspect_ai.model import ChatMessage, ChatMessageUser, ModelOutput, ModelUsage
+from inspect_ai.util import LimitExceededError, sample_limits
 from inspect_ai.util._store import suspend_store_events
 
-from ._budget import Budget, budget_preamble, effective_grace
-from ._bus._bus import Bus
-from ._channel._channel import Channel
-from ._context import _phase, _swarm
-from ._controller._control import MemberEnded, MemberHandle, SwarmEvent
-from ._controller._controller import Controller, recorded_stop_reason
-from ._hooks import metering
-from ._ledger import MemberOutcome, SwarmLedger, SwarmMeter, write_ledger
-from ._member import MemberSpec
-from ._member_run import MemberRun, run_member
-from ._metrics import metrics_record
-from ._observe import SwarmObserver
-from ._record import (
-    EVIDENCE_SOURCE,
-    METRICS_KEY,
-    RESULT_KEY,
-    Answer,
-    choose_answer,
-    result_record,
+from ._context import _phase, _swarm, current_member
+from ._contracts._budget import Budget, SwarmBudget, budget_preamble
+from ._contracts._channel import Channel
+from ._contracts._control import MemberEnded, MemberHandle, SwarmEvent
+from ._contracts._controller import Controller, recorded_stop_reason
+from ._contracts._member import MemberSpec
+from ._contracts._roster import Delivery, MemberInfo, MemberState
+from ._contracts._schema import EVIDENCE_SOURCE, SwarmLedger
+from ._contracts._status import EndedBy, MemberStatus, SwarmStopReason, sample_limit
+from ._runtime._answer import Answer, choose_answer
+from ._runtime._bus._bus import SwarmBus
+from ._runtime._enforce import BudgetEnforcer
+from ._runtime._member_run import MemberRun
+from ._runtime._member_task import run_member
+from ._runtime._meter import SwarmMeter
+from ._runtime._observe import SwarmObserver
+from ._runtime._sample_records import (
+    log_result,
+    metrics_record,
+    write_ledger,
+    write_metrics,
+    write_result,
 )
-from ._roster import Delivery, MemberInfo, MemberState
-from ._sandbox import check_environments_exist
-from ._stop import MemberStop, SwarmStoppingError, is_cancellation, leaves
+from ._runtime._sandbox import check_environments_exist
+from ._runtime._stop import MemberStop, SwarmStoppingError, is_cancellation, leaves
+from ._runtime._tap import TranscriptTap, tapped
 
 
 def _now() -> float:
@@ -58,14 +59,17 @@ class SwarmRun:
         self._controller = controller
         self._channels = channels
         self._budget = budget
-        self._meter = SwarmMeter(budget, [(s.name, s.bridged) for s in roster], models)
-        self._bus: Bus | None = None
-        self._observer = SwarmObserver(self)
+        self._meter = SwarmMeter(self._members, models)
+        self._bus: SwarmBus | None = None
+        self._observer = SwarmObserver(self.clock)
+        self._enforcer = BudgetEnforcer(
+            budget, self._meter, self._members, self.request_stop, lambda: self._stopping
+        )
         self._t0 = _now()
         self._input: list[ChatMessage] = []
         self._stopping = False
         self._stop_own = False
-        self.stop_reason: str | None = None
+        self.stop_reason: SwarmStopReason | None = None
         self._stop_requested = anyio.Event()
         self._controller_scope: anyio.CancelScope | None = None
         self._tg: anyio.abc.TaskGroup | None = None
@@ -91,12 +95,8 @@ class SwarmRun:
         return self._stopping
 
     @property
-    def bus(self) -> Bus | None:
+    def bus(self) -> SwarmBus | None:
         return self._bus
-
-    @property
-    def meter(self) -> SwarmMeter:
-        return self._meter
 
     def clock(self) -> float:
         return _now() - self._t0
@@ -104,7 +104,7 @@ class SwarmRun:
     def member_state(self, name: str) -> MemberState:
         return self._get(name).state
 
-    def member_status(self, name: str) -> str | None:
+    def member_status(self, name: str) -> MemberStatus | None:
         return self._get(name).status
 
     def agent_returned(self, name: str) -> bool:
@@ -119,31 +119,19 @@ class SwarmRun:
     def member_span_id(self, name: str) -> str | None:
         return self._get(name).span_id
 
-    def before_generate(self, member: str | None, messages: int) -> None:
-        """Refuse a model call of a member the swarm has stopped (called by the swarm's hook)."""
-        if member is None:
-            return
-        refusal = self._get(member).before_call(self, messages)
-        if refusal is not None:
-            raise refusal
+    def budget(self, member: str | None) -> SwarmBudget:
+        return self._enforcer.view(self._member_or_none(member), self.clock())
 
-    def on_charge_verdict(
-        self, member: str | None, verdict: Literal["swarm_cap", "share"] | None
-    ) -> None:
-        """A completed call was charged. If it reached a cap or the member's share, end the member
-        (and the swarm for a cap). Called by the swarm's hook in the calling task."""
+    def before_generate(self, member: str | None, messages: int) -> None:
+        """Refuse a model call the swarm no longer allows (called by the swarm's hook)."""
         if member is not None:
-            self._get(member).charged(self)
-        if verdict is None:
-            return
-        if verdict == "swarm_cap":
-            self.request_stop("swarm_cap")
-        if member is not None:
-            m = self._get(member)
-            m.stop(verdict)
-            refusal = m.refusal(self._stopping)
-            if refusal is not None:
-                raise refusal
+            self._enforcer.before_call(self._get(member), messages)
+
+    def charge(self, model: str, usage: ModelUsage, *, cached: bool) -> None:
+        """Meter a completed call and enforce the rule it reached (called by the swarm's hook
+        in the calling task)."""
+        m = self._member_or_none(current_member())
+        self._enforcer.after_charge(m, self._enforcer.charge(model, usage, m, cached=cached))
 
     # ---- SwarmControl ------------------------------------------------------------------
 
@@ -232,14 +220,14 @@ class SwarmRun:
         if self._bus is not None:
             self._bus.member_ended(m.name)
         self._write_result(provisional=True)
-        _log_result("member_result", {"member": m.name, **m.record()})
+        log_result("member_result", {"member": m.name, **m.record()})
 
     def grace(self) -> float:
-        return effective_grace(self._budget)
+        return self._enforcer.grace()
 
     # ---- the stop procedure ------------------------------------------------------------
 
-    def request_stop(self, reason: str, *, own: bool = False) -> None:
+    def request_stop(self, reason: SwarmStopReason, *, own: bool = False) -> None:
         """Begin the swarm's stop. Synchronous, so nothing can start once it has begun."""
         if self._stopping:
             return
@@ -260,10 +248,6 @@ class SwarmRun:
         for m in self._members:
             if m.state == "running" and m.scope is not None:
                 m.scope.cancel()
-
-    async def _time_cap(self, seconds: float) -> None:
-        await anyio.sleep(max(0.0, seconds - self.clock()))
-        self.request_stop("swarm_time")
 
     async def _control(self) -> None:
         token = _phase.set("runtime")
@@ -290,23 +274,22 @@ class SwarmRun:
         self._input = list(state.messages)
         self._t0 = _now()
         token = _swarm.set(self)
-        unsubscribe = None
         error: BaseException | None = None
         try:
             check_environments_exist([m.spec for m in self._members])
             self._meter.open()
+            self._enforcer.open()
             self._observer.open()
             if any(ch.name is not None for ch in self._channels):
-                self._bus = Bus(self, self._channels)
-            unsubscribe = transcript()._subscribe(self._observer.on_event)
+                self._bus = SwarmBus(self, self._channels, {m.name: m.comm for m in self._members})
+            tap = TranscriptTap(self, self._by_name, self._meter, self._observer, self._bus)
             self._write_result(provisional=True)
-            with metering(self), suspend_store_events():
+            with tapped(tap), suspend_store_events():
                 async with anyio.create_task_group() as tg:
                     self._tg = tg
                     tg.start_soon(self._stopper)
-                    time_cap = self._meter.caps.time
-                    if time_cap is not None:
-                        tg.start_soon(self._time_cap, time_cap)
+                    if self._enforcer.caps.time is not None:
+                        tg.start_soon(self._enforcer.time_cap, self.clock)
                     await self._control()
                     await self._idle.wait()
                     tg.cancel_scope.cancel()
@@ -314,8 +297,6 @@ class SwarmRun:
             error = ex
             raise _sample_error(ex) from None
         finally:
-            if unsubscribe is not None:
-                unsubscribe()
             self._finish(state, error)
             _swarm.reset(token)
         return state
@@ -330,26 +311,14 @@ class SwarmRun:
         state.messages = self._input + self._answer_message(answer, state.output)
         ledger = self._ledger(error)
         self._write_result(provisional=provisional, answer=answer)
-        _log_result("final", answer.record(provisional))
+        log_result("final", answer.record(provisional))
         write_ledger(ledger)
-        metrics = metrics_record(self, answer, ledger)
-        store().set(METRICS_KEY, metrics)
-        transcript().info({"type": "metrics", "metrics": metrics}, source=EVIDENCE_SOURCE)
+        write_metrics(metrics_record(self._members, self._bus, answer, ledger, self.clock()))
         if self._bus is not None:
             self._bus.close()
 
     def _ledger(self, error: BaseException | None) -> SwarmLedger:
-        return self._meter.ledger(
-            members=[
-                MemberOutcome(
-                    name=m.name,
-                    status=m.status,
-                    cancelled=m.cancelled,
-                    background_started=m.background.started,
-                    background_cancelled=m.background.cancelled,
-                )
-                for m in self._members
-            ],
+        return self._enforcer.ledger(
             stop_reason=self.stop_reason,
             ended_by=_ended_by(error),
             interrupted=error is not None,
@@ -360,20 +329,8 @@ class SwarmRun:
 
     # ---- helpers -----------------------------------------------------------------------
 
-    @property
-    def member_runs(self) -> Sequence[MemberRun]:
-        return self._members
-
-    @property
-    def observer(self) -> SwarmObserver:
-        return self._observer
-
-    @property
-    def channels(self) -> Sequence[Channel]:
-        return self._channels
-
-    def member_run(self, name: str) -> MemberRun:
-        return self._get(name)
+    def _member_or_none(self, name: str | None) -> MemberRun | None:
+        return self._get(name) if name is not None else None
 
     def _get(self, name: str) -> MemberRun:
         m = self._by_name.get(name)
@@ -388,7 +345,7 @@ class SwarmRun:
 
     def _write_result(self, *, provisional: bool, answer: Answer | None = None) -> None:
         answer = answer or self._answer()
-        store().set(RESULT_KEY, result_record(self._members, answer, provisional))
+        write_result(self._members, answer, provisional)
 
     def _member_input(
         self, m: MemberRun, input: str | list[ChatMessage] | None
@@ -411,7 +368,7 @@ class SwarmRun:
         ]
         if m.role:
             lines.append(f"Your role: {m.role}.")
-        budget = budget_preamble(self._meter.caps, self._budget.split, n, m.spec.index)
+        budget = budget_preamble(self._enforcer.caps, self._budget.split, n, m.spec.index)
         if budget:
             lines.append(budget)
         if m.spec.sandbox is not None:
@@ -431,18 +388,13 @@ class SwarmRun:
         return [message]
 
 
-def _log_result(kind: str, data: dict[str, Any]) -> None:
-    """Log a result of the swarm (the answer it settled, or how a member ended) as an InfoEvent."""
-    transcript().info({"type": "result", "kind": kind, **data}, source=EVIDENCE_SOURCE)
-
-
 def _sample_error(ex: BaseException) -> BaseException:
     """What the sample should see: the one error inside the swarm's task groups, unwrapped."""
     errors = [e for e in leaves(ex) if not is_cancellation(e)]
     return errors[0] if errors else ex
 
 
-def _ended_by(error: BaseException | None) -> str | None:
+def _ended_by(error: BaseException | None) -> EndedBy | None:
     if error is None:
         return None
     for e in leaves(error):
@@ -450,14 +402,14 @@ def _ended_by(error: BaseException | None) -> str | None:
             if e.type == "operator":
                 return "operator"
             if e.source is not None:
-                return f"sample_limit:{e.type}"
+                return sample_limit(e.type)
     active = sample_active()
     if active is not None:
         if active.interrupt_action is not None:
             return "operator"
         limit_error = getattr(active, "_limit_exceeded_error", None)
         if isinstance(limit_error, LimitExceededError):
-            return f"sample_limit:{limit_error.type}"
+            return sample_limit(limit_error.type)
     time_limit = sample_limits().time
     if time_limit.limit is not None and time_limit.usage >= time_limit.limit:
         return "sample_limit:time"

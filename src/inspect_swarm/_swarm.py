@@ -1,3 +1,6 @@
+"""`swarm()`: the agent. It resolves and checks the roster, controller, channels and budget
+when called, and runs a `SwarmRun` in each sample."""
+
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -5,14 +8,14 @@ from inspect_ai._util.registry import registry_info, registry_unqualified_name
 from inspect_ai.agent import Agent, AgentState, agent
 from inspect_ai.model import Model, get_model
 
-from ._budget import Budget, check_split
-from ._channel._channel import Channel
-from ._channel.filesystem import FilesystemChannel
-from ._controller._controller import Controller
-from ._factory import create_by_name
-from ._member import Member, MemberSpec, member_from_value, resolve_roster
+from ._channels._filesystem_channel import FilesystemChannel
+from ._contracts._budget import Budget, check_split
+from ._contracts._channel import Channel
+from ._contracts._controller import Controller
+from ._contracts._factory import create_by_name
+from ._contracts._member import Member, MemberSpec, member_from_value, resolve_roster
 from ._run import SwarmRun
-from ._sandbox import check_member_sandboxes
+from ._runtime._sandbox import check_member_sandboxes
 
 
 @agent

@@ -29,7 +29,7 @@ sample's `store` and `model_usage`, so do not exclude either with `samples_df(ex
 field.
 """
 
-from .._ledger import Calls, MemberLedger, Meter, SwarmLedger
+from .._contracts._schema import Calls, MemberLedger, Meter, SwarmLedger
 from ._columns import SwarmColumns, swarm_ledger
 
 __all__ = ["Calls", "MemberLedger", "Meter", "SwarmColumns", "SwarmLedger", "swarm_ledger"]

@@ -4,7 +4,7 @@ from collections.abc import Callable
 from inspect_ai.analysis import Column, SampleColumn
 from inspect_ai.log import EvalSample, EvalSampleSummary
 
-from .._ledger import LEDGER_KEY, SwarmLedger
+from .._contracts._schema import LEDGER_KEY, SwarmLedger
 
 
 def swarm_ledger(sample: EvalSample) -> SwarmLedger | None:
