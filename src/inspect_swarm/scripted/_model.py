@@ -278,7 +278,7 @@ def scripted_model(
             the script's, else 10 input and 100 output).
 
     Returns:
-        The model, for `eval(model=...)` or a member's `model` argument.
+        The model, for `eval(model=...)` or the `model` of a member's agent.
 
     Raises:
         ValueError: The script is not valid (the message names the problem and the fix), or
