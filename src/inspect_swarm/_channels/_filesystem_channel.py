@@ -53,31 +53,36 @@ def filesystem(
 ) -> Channel:
     """A shared directory, with a convention for using it, stated in each member's preamble.
 
-    By default the channel describes the sample's sandbox, which the members share: a
-    directory for shared files, a notes file members append to, and a scratch directory for
-    each member.
+    Out of the box it speaks of the sample's sandbox, the one all members work in, and tells
+    each member where three things are: the directory for files meant for everyone, the notes
+    file everyone appends to, and a scratch directory of the member's own.
 
-    With `shared_volume=True` it describes members with their own sandboxes
-    (`member(sandbox=...)`) that each mount one shared volume at `shared`: `shared` and the
-    notes file in it are the same directory in every member's sandbox. There is no scratch
-    directory, since each member's sandbox is already its own. The swarm cannot check that
-    the volume is mounted in every member's sandbox; it takes your word for it.
+    With `shared_volume=True` it speaks instead of members that each have a sandbox
+    (`member(sandbox=...)`) into which one common volume is mounted at `shared`; that
+    directory, notes file included, is then the same in all their sandboxes. No scratch
+    directory is named, as a member's sandbox is private already. Whether the volume really is
+    mounted everywhere is yours to ensure: the swarm has no way to verify it.
 
-    The channel adds no tools and does not create the directories.
+    The channel gives members no tools, and it creates none of the directories it names.
 
     Args:
-        shared: The directory for files members share. With `shared_volume=True`, an
-            absolute path where the volume is mounted.
-        notes: The notes file members read and append to, relative to `shared` (or an
-            absolute path). With `shared_volume=True` it must be inside `shared`.
-        scratch: Each member's own directory. `{member}` is replaced by the member's name.
-            Not used with `shared_volume=True`.
-        shared_volume: Whether members have their own sandboxes that each mount one shared
-            volume at `shared`. `swarm()` accepts the channel beside per-member sandboxes
-            only with `True`, and refuses `True` when members share the sample's sandbox.
+        shared: The directory for files meant for everyone. With `shared_volume=True`, the
+            absolute path at which the volume is mounted.
+        notes: The notes file everyone reads and appends to: a path relative to `shared`, or
+            an absolute one. With `shared_volume=True`, a path inside `shared`.
+        scratch: A member's own directory, with `{member}` standing for its name. Unused with
+            `shared_volume=True`.
+        shared_volume: True for members with sandboxes of their own that all mount one volume
+            at `shared`. `swarm()` takes this channel alongside per-member sandboxes only when
+            it is `True`, and refuses `True` for members who share the sample's sandbox.
 
     Returns:
         The channel.
+
+    Raises:
+        ValueError: An empty path, a `scratch` placeholder other than `{member}`, or, with
+            `shared_volume=True`, a relative `shared` or a `notes` outside it.
+        TypeError: `shared_volume` is not a bool.
     """
     for arg, value in (("shared", shared), ("notes", notes), ("scratch", scratch)):
         if not isinstance(value, str) or not value.strip():

@@ -105,38 +105,43 @@ def shared_memory(
     rate: tuple[int, float] | list[int | float] | None = (60, 60.0),
     max_wait: int = 600,
 ) -> Channel:
-    """A board of files that every member of the swarm, and their subagents, read and write.
+    """A board of files that all members of the swarm, subagents included, read and write.
 
-    Each member gets a `shared_memory` tool with the commands and parameters of inspect_ai's
-    `memory()` over files under `/shared_memory`. Every write goes through the swarm's bus
-    as a record from the member that made it. A view shows a file inside a fence that names
-    its last writer and version, and lists of changed files name them by ids such as `f-3`.
-    A loop must view a file in its current version before it overwrites it with `create`,
-    inserts into it, renames it or deletes it. `append` needs no view: it adds text on a new
-    line at the end of a file, creating the file if it does not exist.
+    Members get a `shared_memory` tool for files under `/shared_memory`, with the same
+    commands and parameters as inspect_ai's `memory()` tool. Each write travels over the
+    swarm's bus as a record sent by the member that wrote. Viewing a file shows it in a fence
+    that gives its version and who wrote it last; lists of changed files refer to files by id
+    (`f-3`). Before a loop may overwrite a file with `create`, insert into it, rename it or
+    delete it, it has to have viewed the file's current version. `append` is the exception: it
+    puts text on a new last line, making the file if needed, with no view first.
 
-    The board lives for one run of the swarm. Its bounds keep every file viewable whole in
-    one result.
+    The board exists for a single run of the swarm, and its bounds are set so that a view can
+    always show a whole file in one result.
 
-    Each member, and each of its subagents, also gets `swarm_wait`, which blocks until a file
-    it watches has a change it has not viewed, another member ends, every member is waiting,
-    the swarm stops, or a timeout passes. A wait is wall-clock time inside a tool call: it
-    counts towards the member's time limit, the swarm's time cap, and the sample's time and
-    working limits. It makes no model call, so it adds no tokens, cost or steps.
+    Members and their subagents also get `swarm_wait`. It returns once a file the loop watches
+    has a change it has not yet viewed, another member ends, all members are waiting, the swarm
+    stops, or the timeout runs out. Waiting spends wall-clock time within a tool call, so it
+    counts against the member's time limit, the swarm's time cap and the sample's time and
+    working limits; it calls no model, so it spends no tokens, cost or steps.
 
     Args:
-        max_files: The most files on the board, from 1 to 10,000.
-        max_file_bytes: The most UTF-8 bytes in one file, from 1 to 262,144.
-        max_file_lines: The most lines in one file, from 1 to 100,000.
-        max_board_bytes: The most UTF-8 bytes in all files together, from `max_file_bytes`
-            to 16,777,216.
-        rate: The most writes one member may make, all its loops together, in a sliding
-            window of seconds, as `(count, seconds)`; `None` for no limit.
-        max_wait: The longest `swarm_wait` in seconds, from 1 to 3,600, and its default
-            timeout.
+        max_files: The board's file count limit, 1 to 10,000.
+        max_file_bytes: The size limit of one file in UTF-8 bytes, 1 to 262,144.
+        max_file_lines: The line limit of one file, 1 to 100,000.
+        max_board_bytes: The size limit of the whole board in UTF-8 bytes, from
+            `max_file_bytes` up to 16,777,216.
+        rate: A cap on one member's writes, as `(count, seconds)`: at most `count` writes,
+            over all of the member's loops, in any sliding window of `seconds`. `None` sets no
+            cap.
+        max_wait: The longest a `swarm_wait` may last, in seconds, 1 to 3,600; also the
+            timeout of a wait that gives none.
 
     Returns:
         The channel.
+
+    Raises:
+        ValueError: A bound outside its range, or a `rate` that is not `(count, seconds)`
+            with a count of at least 1 and positive seconds.
     """
     file_bytes = _int_in("max_file_bytes", max_file_bytes, 1, 262_144)
     return SharedMemoryChannel(

@@ -18,16 +18,16 @@ CapKind: TypeAlias = Literal["cost", "tokens"]
 
 
 class Budget(BaseModel):
-    """The swarm-wide budget.
+    """The swarm-wide budget: caps on cost, tokens and time.
 
-    By default the swarm derives its caps from the sample's cost, token and time limits when it
-    starts, holding back `reserve` of each. The caps are stopping rules: when one is reached the
-    swarm stops its members, gives them up to `grace` seconds to finish the calls they have in
-    flight, and then cancels the members still running. If the sample has a time limit, the grace
-    period is capped at half its remaining time.
+    A cap left at `None` comes from the sample's limit of the same kind when the swarm starts:
+    that limit less the fraction `reserve`, less what the sample has used already. A cap is a
+    stopping rule. Once the swarm reaches one, it stops its members, waits up to `grace` seconds
+    while they finish the calls they have in flight, and then cancels any member still running
+    (with a sample time limit, the wait is at most half of the time left).
 
-    Every field is a plain value, so each can be a task parameter, and two budgets that differ in
-    any field are logged as different arguments.
+    Its fields are plain values: any of them can come from a task parameter, and the log tells
+    apart two budgets that differ in a single field.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
@@ -36,9 +36,9 @@ class Budget(BaseModel):
     """Swarm cost cap in dollars. `None` derives it from the sample's cost limit."""
 
     tokens: int | str | None = None
-    """Swarm token cap. A string such as `"output:1m"` is parsed by `parse_token_limit()` and keeps
-    its metering type. `None` derives it from the sample's token limit, with that limit's metering
-    type."""
+    """The swarm's token cap: a count, or a string that inspect_ai's `parse_token_limit()` reads,
+    such as `"output:1m"`, whose metering type the cap keeps. `None` derives it from the sample's
+    token limit, metered as that limit is."""
 
     time: float | None = None
     """Seconds after which the swarm stops its members. `None` derives it from the sample's time
@@ -48,13 +48,14 @@ class Budget(BaseModel):
     """Fraction of each sample limit held back when a cap is derived."""
 
     split: Literal["pool", "equal"] | tuple[float, ...] = "pool"
-    """How the cost and token caps are divided between members: one shared pool, equal shares, or
-    one weight per member in roster order. A member that uses up its share stops, and its unused
-    share is not given to the others."""
+    """Who may spend the cost and token caps: `"pool"` lets any member spend all of them,
+    `"equal"` gives each member the same share, and a tuple gives one weight per member, in
+    roster order, each share in proportion to its weight. A member stops when its share is spent;
+    what a member leaves unspent stays unspent, no one else gets it."""
 
     grace: float = 120.0
-    """Seconds members have, at most, to finish calls already in flight after a stop. If the
-    sample has a time limit, this period is capped at half its remaining time."""
+    """The longest a stop waits, in seconds, for members to finish the calls they have in flight
+    before it cancels them; with a sample time limit, at most half of the time left."""
 
     @field_validator("cost", "time", mode="before")
     @classmethod
@@ -295,8 +296,8 @@ class BudgetUsage:
     """What the whole swarm has used of the cap so far."""
 
     share: float | None = None
-    """The member's own share of the cap when the budget is split, else `None`. Time is never
-    split."""
+    """The calling member's part of the cap under a split budget; `None` for a pool, when the
+    caller is not a member, and always for time (a time cap is never split)."""
 
     share_used: float | None = None
     """What the member has used of its share, when it has one."""
@@ -319,5 +320,5 @@ class SwarmBudget:
     """The tokens the token cap meters: `all`, or a metering type such as `output`."""
 
     time: BudgetUsage | None
-    """The time cap, and the seconds since the swarm started, or `None` when the swarm has
-    none."""
+    """The time cap in seconds, with how long the swarm has run as its use; `None` without a
+    time cap."""

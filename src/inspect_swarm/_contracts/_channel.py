@@ -31,8 +31,8 @@ class StormControls:
     """Controls the bus applies to a channel's records before the channel's `admit()`."""
 
     rate: tuple[int, float] | None = None
-    """The most records one member may deliver, all its loops together, in a sliding window
-    of seconds, as `(count, seconds)`; `None` for no limit."""
+    """A cap on one member's records, as `(count, seconds)`: at most `count` delivered in any
+    sliding window of `seconds`, over all of the member's loops; `None` sets no cap."""
 
 
 class Caller(NamedTuple):
@@ -81,24 +81,24 @@ class Bus(Protocol):
 
 
 class Channel:
-    """A sanctioned way for members to share information.
+    """The base of channels, the approved paths by which members share information.
 
-    Subclass it and override `instructions()`, and return an instance from a factory
-    decorated with `@swarm_channel`. A `Channel` holds configuration only: one object serves
-    every sample.
+    To write one, subclass it, override `instructions()`, and return an instance from a factory
+    decorated with `@swarm_channel`. The object is configuration and nothing more: every
+    sample uses the same one.
 
-    A channel with tools and records also sets `name` and `prefix` and overrides `open()`,
-    which gives each run of the swarm its own `ChannelState`. A channel that only adds
-    instructions, such as `filesystem()`, leaves them unset.
+    A channel that has tools and records sets `name` and `prefix` as well, and overrides
+    `open()` so that each run of the swarm gets a `ChannelState` of its own. A channel made of
+    instructions alone, such as `filesystem()`, leaves those unset.
     """
 
     name: str | None = None
-    """The name of the channel's records (`Record.channel`), or `None` for a channel with no
-    records. No two channels of a swarm may share it."""
+    """The `Record.channel` of the channel's records, or `None` when it makes none. Unique among
+    a swarm's channels."""
 
     prefix: str | None = None
-    """The prefix of the channel's record ids (`"w"` gives `w-1`), set exactly when `name`
-    is. No two channels of a swarm may share it."""
+    """What the ids of the channel's records start with (`"w"` makes `w-1`). Set if and only if
+    `name` is, and unique among a swarm's channels."""
 
     reach: Literal["loop", "member"] = "loop"
     """Which of a member's agent loops get the channel's tools from `swarm_tools()`.
@@ -113,11 +113,11 @@ class Channel:
     none."""
 
     max_wait: int | None = None
-    """This channel's contribution to the longest `swarm_wait`, in seconds, or `None` (the
-    default) for a channel whose records wake no waits.
+    """The longest, in seconds, that this channel lets a `swarm_wait` last; `None` (the
+    default) when its records wake no waits.
 
-    A channel that sets it opens a state that implements `WaitingState`. The bus's effective
-    maximum is the largest `max_wait` of the run's open channels that set it.
+    Setting it commits `open()` to return a `WaitingState`. A wait may last as long as the
+    largest `max_wait` among the run's open channels that set one.
     """
 
     def check(self, roster: Sequence[MemberInfo]) -> None:
@@ -169,13 +169,13 @@ class NoticeLine:
     """A line of a member's notice, which `swarm_on_continue()` adds at its turn boundary."""
 
     text: str
-    """The line: a fixed template whose only variables are counts, swarm-assigned ids and
-    roster names, never anything a member wrote or chose."""
+    """The line's text, a fixed template filled in with counts, ids the swarm gave out and
+    roster names only: nothing a member wrote or picked ever goes in."""
 
     ids: Mapping[str, JsonValue]
-    """The swarm ids the line names, such as
-    `{"files": [{"file": "f-2", "version": 3, "record": "w-7"}]}`, given as `ids` in the
-    notice's metadata and in its `notified` evidence."""
+    """The swarm ids the line mentions, e.g.
+    `{"files": [{"file": "f-2", "version": 3, "record": "w-7"}]}`. The notice's metadata and
+    its `notified` evidence carry them as `ids`."""
 
 
 @dataclass(frozen=True)
@@ -195,8 +195,8 @@ class WaitSpec:
     """Whether that loop is the member's own, not one of its subagents'."""
 
     path: str | None = None
-    """The shared memory's filter as the model gave it, or `None` for the whole board.
-    Later channels add filters of their own."""
+    """For the shared memory, the path filter exactly as the model passed it; `None` waits on
+    the whole board. Other channels may define filters of their own."""
 
 
 @dataclass(frozen=True)
@@ -213,14 +213,18 @@ class WaitNews:
 
 @runtime_checkable
 class ChannelState(Protocol):
-    """A channel's state in one run of the swarm, which only the bus changes.
+    """The state of one channel during one run of the swarm; only the bus changes it.
 
-    The bus calls `validate()`, `admit()` and `apply()` with no `await` between them, so
-    `admit()` sees the state that `apply()` changes.
+    No `await` comes between the bus's calls to `validate()`, `admit()` and `apply()`, so the
+    state `admit()` checks is exactly the one `apply()` then changes.
     """
 
     def tools(self) -> list[Tool]:
-        """The channel's tools, which deliver records through the run's bus."""
+        """The channel's tools, which deliver records through the run's bus.
+
+        Returns:
+            The tools, given to members by `swarm_tools()`.
+        """
         ...
 
     def validate(self, record: Record) -> None:
@@ -256,23 +260,29 @@ class ChannelState(Protocol):
         ...
 
     def notice_lines(self, member: str) -> list[NoticeLine]:
-        """The lines of the member's next notice, which they then cover.
+        """The lines of the member's next notice; what they name then counts as covered.
 
-        Called at the member's turn boundary, only when the notice will be added, so a line
-        covers what it names: the next call leaves it out until it changes again.
+        The bus calls it at one of the member's turn boundaries, and only if it is going to
+        add the notice, so every line returned reaches the member. Later calls leave a line
+        out until what it names has changed.
 
         Args:
             member: The member the notice is for.
+
+        Returns:
+            The lines, none when nothing changed for the member.
         """
         ...
 
 
 @runtime_checkable
 class WaitingState(ChannelState, Protocol):
-    """The state of a channel whose records wake waits (one that sets `Channel.max_wait`).
+    """The state of a channel whose records can wake waits, that is, one with
+    `Channel.max_wait` set.
 
-    The bus calls these methods with no `await` around them. None of them marks anything:
-    a loop acknowledges what a wait names by reading it with the channel's own tool.
+    No `await` separates the bus's calls to these methods from its own work. Calling them marks
+    nothing as seen: a loop acknowledges what a wait named only by reading it with the
+    channel's own tool.
     """
 
     def wait_check(self, spec: WaitSpec) -> None:
@@ -291,6 +301,9 @@ class WaitingState(ChannelState, Protocol):
         Args:
             spec: The wait.
             record: The applied record, which has `wake` set.
+
+        Returns:
+            True when the wait should return to look at it.
         """
         ...
 
@@ -299,6 +312,9 @@ class WaitingState(ChannelState, Protocol):
 
         Args:
             spec: The wait.
+
+        Returns:
+            The news for the wait's result, or `None` when there is none yet.
         """
         ...
 
@@ -318,8 +334,8 @@ def swarm_channel(
 ) -> Callable[P, Channel] | Callable[[Callable[P, Channel]], Callable[P, Channel]]:
     """Decorator for registering swarm channels.
 
-    The factory's arguments are recorded with the channel, so they appear in the log and the
-    channel can be rebuilt from it. A factory in a package is registered as
+    The channel keeps the arguments its factory was called with: the log shows them, and the
+    channel can be built again from the log. Inside a package, the factory's registered name is
     `<package>/<name>`.
 
     Args:

@@ -8,7 +8,10 @@ from ._roster import MemberState
 
 
 class MemberHandle(Protocol):
-    """A member as a controller sees it: its name, role, state and status, never its text."""
+    """What a controller knows of a member: name, role, lifecycle state and how it ended.
+
+    A member's messages and output are not part of it.
+    """
 
     @property
     def name(self) -> str:
@@ -27,8 +30,8 @@ class MemberHandle(Protocol):
 
     @property
     def status(self) -> str | None:
-        """How the member ended, once it has: `submitted`, `unsubmitted`, `stopped`, `share`,
-        `member_limit:<type>`, `swarm_cap`, `cancelled` or `errored`."""
+        """`None` until the member ends, then the way it ended: `submitted`, `unsubmitted`,
+        `stopped`, `share`, `member_limit:<type>`, `swarm_cap`, `cancelled` or `errored`."""
         ...
 
     @property
@@ -69,43 +72,67 @@ class SwarmControl(Protocol):
 
         Args:
             name: The member's name.
+
+        Returns:
+            The member's handle.
+
+        Raises:
+            KeyError: No member has this name.
         """
         ...
 
     def start(
         self, member: str | MemberHandle, input: str | list[ChatMessage] | None = None
     ) -> None:
-        """Start a member, and return at once.
+        """Start a member without waiting for it.
 
-        The member runs in its own task, span and tool-state scope, with its limits. Its input is
-        `input`, or the swarm's input when `input` is `None`, followed by the member's preamble:
-        its name, role and roster size, how the budget is split, and each channel's instructions.
+        The member gets a task, a span and a tool-state scope of its own, and runs under its own
+        limits. It receives `input` (the swarm's input when that is `None`) and then its
+        preamble: its name and role, the roster's size, how the budget is split, and the
+        instructions of each channel.
 
         Args:
             member: The member, or its name.
             input: The member's input. `None` gives it the swarm's input.
+
+        Raises:
+            KeyError: No member has this name.
+            RuntimeError: The member has started before (a member runs once), or the swarm has
+                begun to stop.
         """
         ...
 
     def events(self) -> AsyncGenerator[SwarmEvent, None]:
-        """The swarm's events, in order from the swarm's start.
+        """The swarm's events, in order, from the swarm's start on.
 
-        Each event is yielded once. The iterator ends when no member is running and no event is
-        waiting; a member started later is reported by a new `events()` call. Use one iterator at
-        a time: an iterator holds the events from its first step until it ends or is closed
-        (`aclose()`, or leaving a `contextlib.aclosing()` block).
+        Every event comes once. Iteration ends as soon as no member is running and no event is
+        pending; for a member started after that, call `events()` again. Keep to one iterator
+        at a time: from its first step until it is exhausted or closed (by `aclose()`, or on
+        leaving a `contextlib.aclosing()` block), an iterator has the events to itself.
+
+        Yields:
+            Each event once, such as `MemberEnded`.
+
+        Raises:
+            RuntimeError: Another `events()` iterator is still open.
         """
         ...
 
     def choose_answer(self, member: str | MemberHandle, reason: str | None = None) -> None:
         """Make this member's submission the swarm's answer, in place of the controller's `final` rule.
 
-        The choice is the provisional answer from now on and the final answer when the swarm
-        ends. The result record gives the mode `controller`, the member and `reason`. Choose
-        once, from a member that has ended with a submission.
+        From this call on, the chosen submission is the provisional answer, and it stays the
+        answer when the swarm ends; the result record shows mode `controller`, with the member
+        and `reason`. A controller chooses at most once, and only a member that has ended with a
+        submission.
 
         Args:
             member: The member, or its name.
             reason: Why the controller chose it, for the record.
+
+        Raises:
+            KeyError: No member has this name.
+            RuntimeError: The controller has chosen an answer already.
+            ValueError: The member has not ended with a submission.
         """
         ...

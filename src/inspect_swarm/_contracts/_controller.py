@@ -13,15 +13,16 @@ StopReason = str
 own, recorded as `controller:<reason>`."""
 
 FinalName = Literal["first", "last"]
-"""How the swarm chooses its answer from the submissions: `first`, the earliest, or `last`, the
-latest. A tie goes to the member listed first in the roster."""
+"""The rule that picks the swarm's answer among the submissions: `first` takes the earliest,
+`last` the latest. Of two submissions at the same moment, the one from the member earlier in the
+roster counts as first."""
 
 
 class Controller:
-    """How a swarm runs: which members start, when and with what input, and when the swarm is done.
+    """The policy that runs a swarm: which members start, when, on what input, and when it is over.
 
-    A `Controller` holds configuration only: one object serves every sample, so per-sample state
-    belongs in `run`'s local variables. Return one from a factory decorated with
+    The object is configuration only and every sample shares it, so whatever belongs to one
+    sample lives in local variables of `run`. Build it in a factory decorated with
     `@swarm_controller`.
     """
 
@@ -37,12 +38,15 @@ class Controller:
         Args:
             run: Called once per sample. Starts members and waits for their events through the
                 `SwarmControl`, and returns the stop reason. Returning requests the stop.
-            final: How the swarm chooses its answer from the submissions, for the provisional
-                answer and when the swarm ends: `first`, the earliest submission, or `last`,
-                the latest. `None` is the default, `first`. When `run` names the answer with
-                `SwarmControl.choose_answer()`, that choice is the answer instead.
-            check: Called with the roster when the swarm is built. Raise `ValueError` for a
-                roster the controller cannot run.
+            final: The rule that picks the answer among the submissions, for the provisional
+                answer as for the final one: `first` takes the earliest submission, `last` the
+                latest, and `None` means `first`. An answer that `run` names with
+                `SwarmControl.choose_answer()` takes precedence over the rule.
+            check: Runs on the roster as `swarm()` builds the swarm, and raises `ValueError`
+                when the controller cannot run that roster.
+
+        Raises:
+            ValueError: `final` is not `"first"`, `"last"` or `None`.
         """
         if final not in (None, "first", "last"):
             raise ValueError(
@@ -50,8 +54,11 @@ class Controller:
                 'Use "first", "last" or None.'
             )
         self.run = run
+        """The controller's body, awaited once per sample with the swarm's `SwarmControl`."""
         self.final: FinalName = final or "first"
+        """The answer rule, `first` or `last` (`first` when none was given)."""
         self.check = check
+        """The roster check `swarm()` runs when it builds the swarm, or `None`."""
 
 
 def recorded_stop_reason(reason: StopReason) -> SwarmStopReason:
@@ -74,12 +81,15 @@ def swarm_controller(
 ) -> Callable[P, Controller] | Callable[[Callable[P, Controller]], Callable[P, Controller]]:
     """Decorator for registering swarm controllers.
 
-    The factory's arguments are recorded with the controller, so they appear in the log and the
-    controller can be rebuilt from it. A factory in a package is registered as
-    `<package>/<name>`.
+    The controller keeps the arguments its factory was called with: the log shows them, and the
+    controller can be built again from the log. Inside a package, the factory's registered name
+    is `<package>/<name>`.
 
     Args:
         func: A function returning a `Controller`.
         name: The registered name, in place of the function's name.
+
+    Returns:
+        The registered factory.
     """
     return registered_factory("swarm_controller", func, name)

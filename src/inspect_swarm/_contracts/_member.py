@@ -34,9 +34,11 @@ BRIDGED_NAMESPACE = "inspect_swe/"
 
 
 class Member(BaseModel):
-    """A swarm member: a built agent, or a registered `@agent` factory and its arguments.
+    """One record of a swarm's roster: a built agent, or a registered `@agent` factory with the
+    arguments to build one.
 
-    Create one with `member()`, which documents the fields and the member contract.
+    Make records with `member()`: its arguments are these fields, and its docstring says how a
+    member runs.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
@@ -74,7 +76,8 @@ class Member(BaseModel):
     `None` shares the sample's sandbox."""
 
     visible_sandboxes: list[str] = Field(default_factory=list)
-    """Other sandbox environments the member can reach by name. Only with `sandbox`."""
+    """The sample's other sandbox environments that stay reachable, by name, from a member with
+    its own `sandbox`."""
 
     @model_serializer
     def _serialize(self) -> dict[str, Any]:
@@ -114,19 +117,19 @@ def member(
 ) -> Member:
     """A swarm member, with a name, role, limits or count.
 
-    A member is a built agent, `member(react(prompt=...))`, or a registered `@agent` factory
-    and its arguments, `member(deepagent, args={"tools": [bash()]}, count=4)`. Both must be
-    registered with `@agent`, so that the log can name them and replay can find them. A built
-    agent can also be passed to `swarm(members=...)` without `member()`.
+    The agent comes built, as in `member(react(prompt=...))`, or as a registered `@agent`
+    factory with the keyword arguments to call it with, as in
+    `member(deepagent, args={"tools": [bash()]}, count=4)`. Either way the agent is
+    registered with `@agent`, so the log can name it and a replay can find it again. A built
+    agent may also go straight into `swarm(members=...)`, without `member()`.
 
-    No agent object runs twice at the same time in one sample. A built agent is one member:
-    the same agent object cannot be in two members. Several copies of one configuration
-    (`count` above 1) need the factory form: the swarm calls `factory(**args)` once for each
-    member in each sample. `member()` checks the arguments against the factory's signature but
-    does not call it.
+    In a sample, one agent object never runs twice at once, so a built agent makes exactly one
+    member, and no two members may hold the same object. For several members configured alike
+    (`count` above 1), give the factory: in every sample the swarm calls `factory(**args)` for
+    each member. `member()` itself only checks `args` against the factory's signature.
 
-    Members left on their default name are numbered across the whole roster, not per record.
-    Names given with `name` are not numbered across records, so give each record its own.
+    Default names are numbered over the roster as a whole, not record by record. Names set with
+    `name` are not, so every record with a `name` needs a name of its own.
 
     Each member runs in its own tool-state scope, named after the member, with its own limits.
     A member that returns normally has submitted, unless its output's stop reason is
@@ -139,10 +142,10 @@ def member(
     Args:
         agent: A built, registered agent, or a registered `@agent` factory.
         args: The factory's keyword arguments. Only for a factory.
-        name: The member's name. Defaults to the agent's or factory's registry name, without
-            its package; a default name that more than one member has is numbered across the
-            roster. With `count` above 1 the members are `name-1` to `name-k`. It names the
-            member's tool-state scope, so it cannot be empty or contain "/" or "#".
+        name: The member's name. The default is the agent's or factory's registry name less
+            its package, numbered over the roster when several members would share it. With
+            `count` above 1 the members are `name-1` to `name-k`. The name is also the
+            member's tool-state scope, so it is not empty and has no "/" or "#".
         role: The member's role, given to the controller and in the member's preamble.
         count: How many members this record stands for. Above 1 needs a factory.
         limits: The member's own token, cost, turn, message or time limits.
@@ -152,11 +155,18 @@ def member(
             `notify`.
         sandbox: The name of the member's own sandbox environment. `{member}` stands for the
             member's name. `None` shares the sample's sandbox.
-        visible_sandboxes: Other sandbox environments the member can reach by name, such as a
-            shared service. Only with `sandbox`. It cannot include `default`.
+        visible_sandboxes: With `sandbox` only: the sample's other environments that the
+            member keeps reaching by name (a shared service, say); never `default`.
 
     Returns:
         The member record.
+
+    Raises:
+        TypeError: `agent` is neither a built agent nor an `@agent` factory, `args` does not
+            fit the factory's signature, or a limit is not an Inspect limit.
+        ValueError: `args` or `count` above 1 with a built agent, a `count` below 1, a bad
+            `name` or `delivery`, a working or unknown limit, an ACP agent, or
+            `visible_sandboxes` without `sandbox` or with `default`.
     """
     built = _is_built_agent(agent)
     if not built and not _is_agent_factory(agent):

@@ -71,16 +71,16 @@ class Draft:
 class Record:
     """One communication through the bus: a message, a write, a claim.
 
-    A channel's tool hands the bus a `Draft`; the bus makes the record, binding the sender
-    and resolving the addresses, and gives it to the channel.
+    A channel's tool gives the bus a `Draft`. From it the bus builds the record (it sets the
+    sender and resolves the addresses) and passes the record on to the channel.
     """
 
     id: str
     """The record's id, the channel's prefix and a per-channel number (`"w-14"`).
 
-    Every attempt that passes the bus's first checks gets one, refused or not, so the ids of
-    delivered records can skip numbers; `seq` in the `delivered` evidence numbers what the
-    run delivered, across its channels.
+    An id goes to every attempt that gets past the bus's first checks, whether it is then
+    refused or not, so delivered records may have gaps between their ids. To count what the
+    run delivered over all its channels, read `seq` in the `delivered` evidence.
     """
 
     channel: str
@@ -93,8 +93,8 @@ class Record:
     """The sending member's name, bound by the runtime, never taken from model output."""
 
     to: tuple[str, ...] = ()
-    """The addresses as written. `()` for an unaddressed record, such as a write to shared
-    state, which reaches nobody directly."""
+    """The addresses as the sender wrote them; `()` when the record has no address (a write to
+    shared state, for instance, goes to no one in particular)."""
 
     recipients: tuple[str, ...] = ()
     """The member names the addresses resolved to."""
@@ -106,9 +106,9 @@ class Record:
     """The text the record carries."""
 
     op: Mapping[str, FrozenJson] | None = None
-    """The channel's operation data, if any, as JSON that cannot be changed: objects are
-    read-only mappings and arrays are tuples. A record is shared by the channel and the
-    sender's tool, so neither can change what the other sees."""
+    """The channel's operation data, or `None`, as frozen JSON (read-only mappings for
+    objects, tuples for arrays). The channel and the sender's tool hold the same record, and
+    freezing keeps either from altering what the other sees."""
 
     wake: bool = False
     """Whether the record can end a member's wait (`swarm_wait`)."""

@@ -35,8 +35,8 @@ class Meter(BaseModel):
     model_config = ConfigDict(use_attribute_docstrings=True)
 
     usage: ModelUsage = Field(default_factory=ModelUsage)
-    """Token usage of the calls recorded, except those made while token metering was suspended
-    (approval and review calls)."""
+    """Tokens of the recorded calls. Calls made with token metering suspended (those of
+    approval and review) are left out here."""
 
     cost: float = 0.0
     """Cost in dollars of the priced calls recorded, suspended calls included."""
@@ -49,8 +49,8 @@ class Meter(BaseModel):
 class Calls(BaseModel):
     """Counts of the model events in the swarm, or in one member's spans.
 
-    `errored`, `no_usage` and `unpriced` count calls whose cost is missing, so any of them above
-    zero makes the cost a lower bound.
+    The calls counted in `errored`, `no_usage` and `unpriced` have no known cost: when any of
+    the three is above zero, the recorded cost is only a lower bound.
     """
 
     model_config = ConfigDict(use_attribute_docstrings=True)
@@ -94,9 +94,9 @@ class MemberLedger(BaseModel):
     """Model events in the member's spans."""
 
     cancelled: bool
-    """The member's agent was cancelled, or the swarm's hard stop cancelled its background drain
-    after the agent had returned. A hard stop during the drain keeps the agent's status, so
-    `cancelled` can be `True` with `status="submitted"`."""
+    """The member's agent was cancelled; or its agent had returned and the swarm's hard stop then
+    cancelled the drain of its background work. That second case leaves the agent's status as
+    it was, so a member can be `cancelled` with `status="submitted"`."""
 
     background_started: int
     """Tasks the member's agent started with `background()`, such as `deepagent()` background
@@ -109,11 +109,11 @@ class MemberLedger(BaseModel):
 
 
 class SwarmLedger(BaseModel):
-    """Realized usage and cost of one run of the swarm, and how complete they are.
+    """What one run of the swarm used and spent, and how far those figures are complete.
 
-    The swarm writes its ledger once, when it ends, to the sample store as `inspect_swarm:ledger`
-    and as an `InfoEvent` with source `inspect_swarm`. Read it from a sample with
-    `swarm_ledger()`.
+    When the swarm ends it writes the ledger, once, into the sample store under
+    `inspect_swarm:ledger` and as an `InfoEvent` whose source is `inspect_swarm`.
+    `swarm_ledger()` reads it back from a sample.
 
     The store entry's shape follows `version`. This inspect_swarm reads version 1 only.
     """
@@ -127,12 +127,12 @@ class SwarmLedger(BaseModel):
     """The swarm's budget as configured."""
 
     caps: dict[str, float | None]
-    """The swarm's caps, derived or explicit, keyed by `cost` (dollars), `tokens` and `time`
-    (seconds). `None` for a kind with no cap."""
+    """The caps the swarm applied, given or derived, under the keys `cost` (in dollars),
+    `tokens` and `time` (in seconds); an uncapped kind maps to `None`."""
 
     sample_limits: dict[str, float | None]
-    """The sample's limits when the swarm started, keyed by `token`, `cost`, `message`, `turn`,
-    `working` and `time`. `None` for a limit not set."""
+    """The sample's limits as they stood at the swarm's start, under the keys `token`, `cost`,
+    `message`, `turn`, `working` and `time`; an unset limit maps to `None`."""
 
     members: list[MemberLedger]
     """Each member, in roster order."""
@@ -157,33 +157,33 @@ class SwarmLedger(BaseModel):
     """The sample's model usage over the swarm's lifetime, summed over its models."""
 
     unattributed: ModelUsage
-    """What the sample used over the swarm's lifetime that the swarm meter did not record: tokens
-    are `sample_delta` minus `swarm.usage`, and `total_cost` is `sample_delta`'s cost minus
+    """Usage of the sample during the swarm's lifetime that the swarm meter missed: for tokens,
+    `sample_delta` less `swarm.usage`; for `total_cost`, the cost of `sample_delta` less
     `swarm.cost`."""
 
     unpriced_models: list[str]
     """Models in `sample_delta` with tokens but no cost."""
 
     native_compaction_classes: list[str]
-    """Loaded `ModelAPI` classes that override `compact()`, when the swarm started or ended.
-    Native compaction emits no event, so the ledger cannot count its calls."""
+    """The `ModelAPI` classes, loaded at the swarm's start or end, that override `compact()`.
+    Compaction done natively logs no event, so the ledger has no count of those calls."""
 
     overshoot: dict[str, float]
-    """How far usage at the end went past each cap, keyed by `cost`, `tokens` and `time`. Only
-    kinds over their cap appear."""
+    """By how much the final usage passed each cap it passed, under `cost`, `tokens` or `time`;
+    kinds that stayed within their cap are absent."""
 
     stop_reason: str | None
-    """The reason the swarm stopped its members, from the first stop begun. `None` when no stop
+    """Why the swarm stopped its members, taken from the first stop that began; `None` if none
     began."""
 
     ended_by: str | None
-    """The sample limit (`sample_limit:<type>`) or operator interrupt (`operator`) that ended the
-    swarm, even during its own stop. `unknown` when an outside cause may have ended it but cannot
-    be named. `None` when nothing from outside ended it."""
+    """What ended the swarm from outside, even in the midst of its own stop: a sample limit
+    (`sample_limit:<type>`) or an operator's interrupt (`operator`). `unknown` when some outside
+    cause may have ended it and cannot be named; `None` when nothing outside did."""
 
     interrupted: bool
-    """The swarm did not finish: an error, a limit or a cancellation ended it before or during its
-    final step."""
+    """The swarm did not finish: an error, a limit or a cancellation cut it short, at its final
+    step or earlier."""
 
     final_cancelled: bool
     """The final step was cancelled."""
@@ -192,10 +192,10 @@ class SwarmLedger(BaseModel):
     """The sample resumed from a checkpoint, so the swarm restarted its caps from zero."""
 
     total_complete: bool
-    """No call is known to be missing from the swarm's usage and cost: no member, member
-    background task or final step was cancelled, the swarm was not interrupted, every call
-    completed with priced usage, every model in `sample_delta` is priced, and no loaded model
-    class compacts natively."""
+    """No call is known to be missing from the swarm's usage and cost. That takes all of these:
+    nothing cancelled (no member, member background task or final step), no interruption,
+    priced usage for every call, a price for every model in `sample_delta`, and no loaded model
+    class that compacts natively."""
 
     attribution_complete: bool
     """`total_complete`, and the swarm meter recorded all the sample used over the swarm's

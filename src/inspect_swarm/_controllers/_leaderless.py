@@ -11,22 +11,28 @@ from .._contracts._controller import Controller, FinalName, StopReason, swarm_co
 def leaderless(stop_on_submission: bool = True, *, final: FinalName | None = None) -> Controller:
     """Start every member with the swarm's input; stop at the first submission, or when all have ended.
 
-    By default the swarm stops when the first member submits. The swarm's answer is the first
-    submission, so nothing the other members do after it can change the answer. The members
-    still running are stopped: they finish the calls they have in flight, within
-    `Budget.grace`, and the ones still running after it are cancelled.
+    Out of the box, the first member to submit ends the swarm, and its submission is the
+    answer: the others can no longer change it. The members that are still running get the
+    stop: they have up to `Budget.grace` to finish the calls in flight, after which any still
+    running are cancelled.
 
-    Pass `stop_on_submission=False` to let every member run to its end when the other members'
-    work still matters: tasks whose scorer reads a shared artifact (such as the sandbox) after
-    the members end; arms that measure each member's result (team@k); and agents for which any
-    normal return counts as a submission. Add `final="last"` to make the latest submission the
-    answer, for a team whose members build on each other's work.
+    With `stop_on_submission=False`, every member runs until it ends. That suits cases where
+    the other members' work still counts: a scorer that reads something shared, such as the
+    sandbox, once the members are done; an arm that measures each member's result (team@k);
+    agents whose every normal return counts as a submission. For a team whose members build on
+    one another's work, `final="last"` makes the latest submission the answer.
 
     Args:
-        stop_on_submission: Stop the swarm when the first member ends with a submission.
-        final: How the swarm chooses its answer from the submissions: `first`, the earliest, or
-            `last`, the latest. A tie goes to the member listed first. `None` is the default,
-            `first`. `last` needs `stop_on_submission=False`.
+        stop_on_submission: End the swarm as soon as a member ends with a submission.
+        final: The rule that picks the answer among the submissions: `first` takes the
+            earliest, `last` the latest, and of two at the same moment the member earlier in
+            the roster wins. `None` means `first`. `last` requires `stop_on_submission=False`.
+
+    Returns:
+        The controller.
+
+    Raises:
+        ValueError: `final="last"` with `stop_on_submission=True`.
     """
     if final == "last" and stop_on_submission:
         raise ValueError(

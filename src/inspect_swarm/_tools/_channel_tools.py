@@ -19,16 +19,17 @@ class _SwarmTools(ToolSource):
 def swarm_tools() -> ToolSource:
     """The tools of the swarm's channels, for a member's agent.
 
-    Pass it in the member's tools, `react(tools=[bash(), swarm_tools()])`. The member's own
-    loop gets the tools of every channel of the swarm that has them; its nested loops, such
-    as a `deepagent()` member's subagents, get only those of channels whose `reach` is
-    `"member"`. A loop also gets `swarm_wait`, which waits for other members' work, when one
-    of the channels it reaches wakes waits, as `shared_memory()` does. The member's own loop
-    is the first in which the tools are resolved, which for `react()` and `deepagent()`
-    members is their top-level loop. Each tool acts as the member, whichever loop calls it.
+    Put it among the member's tools, `react(tools=[bash(), swarm_tools()])`. The member's own
+    loop receives the tools of each of the swarm's channels that has tools; a loop nested in it
+    (the subagents of a `deepagent()` member, say) receives only the tools of channels whose
+    `reach` is `"member"`. A loop that reaches a channel whose records wake waits, such as
+    `shared_memory()`, also receives `swarm_wait`, to wait for the other members' work. The
+    member's own loop is whichever loop resolves the tools first: for `react()` and
+    `deepagent()` members, their top-level loop. Whichever loop calls a tool, it acts as the
+    member.
 
-    The same member definition serves swarms with different channels, and one with none.
-    Outside a swarm it gives no tools.
+    One member definition therefore works in swarms with any channels, or none, and outside a
+    swarm it resolves to no tools at all.
 
     Returns:
         A tool source for the member's agent.

@@ -16,28 +16,33 @@ def swarm_on_continue(
 ) -> AgentContinue:
     """Notices for a swarm member, as its agent's `on_continue` hook.
 
-    Pass it as the member's hook, `react(on_continue=swarm_on_continue())`, or around the
-    hook the member would otherwise have, `swarm_on_continue(inner)`. The member then
-    continues or stops exactly as it would without it. At each of its turn boundaries,
-    unless it is stopping, a member in `notify` mode gets a notice of what changed in the
-    swarm's channels since its last notice, such as shared memory files other agents wrote.
-    A notice is a user message with fixed text: counts, ids such as `f-3` and member names,
-    never what a member wrote.
+    Give it to the member's agent as its hook, `react(on_continue=swarm_on_continue())`, or
+    wrap a hook the agent already has in it, `swarm_on_continue(inner)`; whether the member
+    goes on or stops is decided just as it would be without the wrapper. What it adds: when a
+    member in `notify` mode reaches a turn boundary and is not stopping, it gets a notice
+    listing what has changed in the swarm's channels since the previous one (say, files of the
+    shared memory that others wrote). The notice is a user message built from fixed text,
+    counts, ids such as `f-3` and member names; nothing a member wrote ever appears in it.
 
-    Only the member's own loop gets notices, not its subagents. Outside a swarm, or for a
-    member in `poll` mode, it adds nothing.
+    Notices go to the member's top-level loop only, never to its subagents. The hook adds
+    nothing outside a swarm or for a member in `poll` mode.
 
     Args:
-        inner: The hook the member would otherwise have. A string continues the member with
-            that message after a turn without tool calls, as it does as `on_continue` of
-            `react()` with a submit tool. A function is called and its result kept.
-        no_tool_calls: Without `inner`, what the member does after a turn without tool
-            calls, which must be what its agent does with no hook: `"continue"` for
+        inner: The member's own hook, which this one wraps. A string is the message that
+            continues the member after a turn with no tool calls, as a string `on_continue`
+            does for `react()` with a submit tool; a function is awaited and what it returns is
+            kept.
+        no_tool_calls: When there is no `inner`: what the member does after a turn with no
+            tool calls. It must match what the agent does without any hook: `"continue"` for
             `react()` with a submit tool and for `deepagent()`, `"stop"` for
             `react(submit=False)`. Ignored when `inner` is given.
 
     Returns:
-        The hook.
+        The hook, for the agent's `on_continue`.
+
+    Raises:
+        ValueError: `no_tool_calls` is neither `"continue"` nor `"stop"`.
+        TypeError: `inner` is not a string, an async `on_continue` function or `None`.
     """
     if no_tool_calls not in ("continue", "stop"):
         raise ValueError(

@@ -27,6 +27,9 @@ def swarm_react(**react_args: Any) -> Agent:
 
     Returns:
         The member's agent.
+
+    Raises:
+        ValueError: A string `on_continue` with `submit=False`, which `react()` never uses.
     """
     tools = [*(react_args.pop("tools", None) or []), swarm_tools()]
     on_continue = react_args.pop("on_continue", None)

@@ -12,10 +12,14 @@ from .._contracts._budget import BudgetUsage, SwarmBudget, format_cost, token_no
 def swarm_budget() -> SwarmBudget:
     """The budget of the swarm the caller runs in.
 
-    Reports the swarm's cap per kind and how much of it the whole swarm has used, and, when the
-    budget is split and the caller is a member, the member's share and its usage. The caps are
-    the ones that stop the swarm, which `sample_limits()` does not show: the swarm holds back
-    part of each sample limit.
+    For each kind of cap, the cap and what all members together have used of it; when a member
+    calls it under a split budget, also that member's share and its use of it. These are the
+    caps that stop the swarm. `sample_limits()` cannot show them, since the swarm keeps back part
+    of every sample limit.
+
+    Returns:
+        How the budget is split, and a `BudgetUsage` per kind of cap (`None` for a kind the
+        swarm does not cap).
 
     Raises:
         RuntimeError: Called outside a swarm.
@@ -34,11 +38,14 @@ def swarm_budget() -> SwarmBudget:
 def swarm_resources() -> Tool:
     """A tool that reports the swarm's budget to the member that calls it.
 
-    It shows the caps that will stop the swarm, how much all members have used, the member's own
-    share when the budget is split, and the time cap. Each line leads with what is left, of the
-    member's share when it has one and of the cap, since that is what a member plans by. Use it
-    in place of a tool that reads `sample_limits()`, which shows the sample's limits rather than
-    the swarm's caps.
+    The tool lists the caps that stop the swarm, what all members have used of them, the
+    calling member's share of a split budget, and the time cap. Each line opens with what remains
+    (of the member's share when it has one, then of the cap), since a member plans by what
+    remains. Give members this tool rather than one that reads `sample_limits()`: that one
+    reports the sample's limits, not the swarm's caps.
+
+    Returns:
+        The tool, which takes no arguments.
     """
 
     async def execute() -> str:

@@ -11,8 +11,8 @@ def swarm_ledger(sample: EvalSample) -> SwarmLedger | None:
     """Read the swarm's ledger from a sample.
 
     Args:
-        sample: A sample read from a log with its store, for example from `read_eval_log()`. A
-            sample that runs two swarms keeps only the last one's ledger.
+        sample: A sample read from a log together with its store, as `read_eval_log()` gives
+            it. Where the sample ran two swarms, only the later one's ledger is there.
 
     Returns:
         The ledger, or None for a sample with no ledger.
@@ -108,6 +108,7 @@ SwarmColumns: list[Column] = [
     SampleColumn("swarm_unpriced", path=_unpriced, type=int, full=True),
     SampleColumn("swarm_unpriced_models", path=_unpriced_models, full=True),
 ]
-"""Columns for `inspect_ai.analysis.samples_df()` with each sample's realized cost and what the
-swarm's ledger says about it, as in `samples_df(logs, columns=SampleSummary + SwarmColumns)`. The
-`inspect_swarm.analysis` module docstring lists every column."""
+"""Columns for `inspect_ai.analysis.samples_df()`: what each sample really cost, and what the
+swarm's ledger tells of it. Use them as in
+`samples_df(logs, columns=SampleSummary + SwarmColumns)`; the guide's Analysis page describes
+each column."""

@@ -35,7 +35,14 @@ _RUNNING = ("queued", "booting", "running")
 
 
 class SwarmsAPIError(Exception):
-    """An error answer of the Swarms API (or a failure to reach it, with status 0)."""
+    """An error answer of the Swarms API (or a failure to reach it, with status 0).
+
+    Attributes:
+        status: The answer's HTTP status; 0 when the API could not be reached.
+        code: The API's error code (`not_found`, `server_busy`...), else `http_<status>`.
+        message: The API's explanation, else the HTTP reason phrase.
+        request_id: The answer's `X-Request-Id`, to quote to the server's operator, if any.
+    """
 
     def __init__(self, status: int, code: str, message: str, request_id: str | None = None):
         super().__init__(f"{status} {code}: {message}" if status else message)
@@ -162,7 +169,15 @@ def _jsonl(response: httpx.Response) -> list[dict[str, Any]]:
 
 
 def is_finished(run: Mapping[str, Any]) -> bool:
-    """Whether a run has ended (every sandbox done)."""
+    """Whether a run has ended (every sandbox done).
+
+    Args:
+        run: The run, as `client.swarms.get()` returns it.
+
+    Returns:
+        True once every sandbox is done or the run's status is no longer queued, booting or
+        running.
+    """
     if run.get("count") is not None and run.get("done") == run.get("count"):
         return True
     return run.get("status") not in _RUNNING
@@ -406,14 +421,26 @@ class SwarmsClient:
     recorded. A ValueError says how to choose one when none is. Every call that takes a run
     or sandbox id also takes a unique prefix of one.
 
+    A call that the API answers with an error raises the `SwarmsAPIError` subclass of its
+    status (`NotFoundError`, `ConflictError`...), and one that cannot reach the API raises
+    `APIConnectionError`, once its retries are spent.
+
     Args:
         api_key: The API key (default: `MARITIME_API_KEY`, else the context's).
         base_url: The API's address (default: `MARITIME_API_URL`, else the current context's).
         context: A context recorded by `inspect-swarm server` or `login`, by name.
         timeout: Seconds to wait for each HTTP request.
         max_retries: How many times to resend after a connection error, 429 or 503.
-        poll_interval: Seconds between polls in `swarms.wait` (the spec's SDKs use 3).
+        poll_interval: Seconds between polls in `swarms.wait` (default 3).
         transport: An httpx transport to use instead of the network (for tests).
+
+    Attributes:
+        swarms: Runs of one command on many sandboxes (`Swarms`).
+        servers: The swarm servers and your lease (`Servers`).
+        sandboxes: Long-lived sandboxes, and any sandbox's record (`Sandboxes`).
+
+    Raises:
+        ValueError: No server is given and none can be found.
     """
 
     def __init__(
@@ -476,7 +503,21 @@ class AsyncSwarmsClient:
     """The Swarms API client for async code (asyncio or trio), on httpx.
 
     Takes the same arguments as `SwarmsClient` (and finds its server the same way), with an
-    async httpx transport.
+    async httpx transport, and raises the same errors.
+
+    Args:
+        api_key: As for `SwarmsClient`.
+        base_url: As for `SwarmsClient`.
+        context: As for `SwarmsClient`.
+        timeout: As for `SwarmsClient`.
+        max_retries: As for `SwarmsClient`.
+        poll_interval: As for `SwarmsClient`.
+        transport: An async httpx transport to use instead of the network (for tests).
+
+    Attributes:
+        swarms: The calls of `SwarmsClient.swarms`, awaited.
+        servers: The calls of `SwarmsClient.servers`, awaited.
+        sandboxes: The calls of `SwarmsClient.sandboxes`, awaited.
     """
 
     def __init__(
@@ -536,7 +577,11 @@ class AsyncSwarmsClient:
 
 
 class Swarms:
-    """`client.swarms`: start, follow, cancel and collect swarm runs."""
+    """`client.swarms`: start, follow, cancel and collect swarm runs.
+
+    Args:
+        client: The client whose calls these are (it makes this object).
+    """
 
     def __init__(self, client: SwarmsClient) -> None:
         self._drive = client._drive
@@ -600,7 +645,14 @@ class Swarms:
         return self._drive(self._operations.start(call))
 
     def get(self, run_id: str) -> dict[str, Any]:
-        """The run with every sandbox."""
+        """The run with every sandbox.
+
+        Args:
+            run_id: The run's id, or a prefix that only it has.
+
+        Returns:
+            The run, as the API's dict.
+        """
         return self._drive(self._operations.run(run_id))
 
     def list(self) -> list[dict[str, Any]]:
@@ -608,11 +660,25 @@ class Swarms:
         return self._drive(self._operations.runs())
 
     def cancel(self, run_id: str) -> dict[str, Any]:
-        """Cancel a run: queued sandboxes never start, running ones stop."""
+        """Cancel a run: queued sandboxes never start, running ones stop.
+
+        Args:
+            run_id: The run's id, or a prefix that only it has.
+
+        Returns:
+            The run, as the API's dict.
+        """
         return self._drive(self._operations.cancel(run_id))
 
     def results(self, run_id: str) -> builtins.list[dict[str, Any]]:
-        """One dict per sandbox, in input order."""
+        """One dict per sandbox, in input order.
+
+        Args:
+            run_id: The run's id, or a prefix that only it has.
+
+        Returns:
+            The sandboxes' results.
+        """
         return self._drive(self._operations.results(run_id))
 
     def access(self) -> dict[str, Any]:
@@ -634,6 +700,12 @@ class Swarms:
             poll_interval: Seconds between polls (default: the client's, 3).
             timeout: Give up with TimeoutError after this many seconds.
             on_update: Called with the run after every poll.
+
+        Returns:
+            The ended run, as the API's dict.
+
+        Raises:
+            TimeoutError: The run was still going after `timeout` seconds.
         """
         return self._drive(self._operations.wait(run_id, poll_interval, timeout, on_update))
 
@@ -714,7 +786,11 @@ class AsyncSwarms:
 
 
 class Servers:
-    """`client.servers`: the swarm servers and your lease."""
+    """`client.servers`: the swarm servers and your lease.
+
+    Args:
+        client: The client whose calls these are (it makes this object).
+    """
 
     def __init__(self, client: SwarmsClient) -> None:
         self._drive = client._drive
@@ -754,7 +830,11 @@ class AsyncServers:
 
 
 class Sandboxes:
-    """`client.sandboxes`: long-lived sandboxes on your server, and any sandbox's record."""
+    """`client.sandboxes`: long-lived sandboxes on your server, and any sandbox's record.
+
+    Args:
+        client: The client whose calls these are (it makes this object).
+    """
 
     def __init__(self, client: SwarmsClient) -> None:
         self._drive = client._drive
@@ -788,7 +868,14 @@ class Sandboxes:
         return self._drive(operation)
 
     def get(self, sandbox_id: str) -> dict[str, Any]:
-        """One sandbox by its `sbx-` id (a run's, or a long-lived one; kept 7 days)."""
+        """One sandbox by its `sbx-` id (a run's, or a long-lived one; kept 7 days).
+
+        Args:
+            sandbox_id: The sandbox's id, or a prefix that only it has.
+
+        Returns:
+            The sandbox, as the API's dict.
+        """
         return self._drive(self._operations.sandbox(sandbox_id))
 
     def list(self) -> builtins.list[dict[str, Any]]:
@@ -796,7 +883,14 @@ class Sandboxes:
         return self._drive(self._operations.sandboxes())
 
     def kill(self, sandbox_id: str) -> dict[str, Any]:
-        """End a long-lived sandbox; returns its record."""
+        """End a long-lived sandbox.
+
+        Args:
+            sandbox_id: The sandbox's id, or a prefix that only it has.
+
+        Returns:
+            The sandbox's record.
+        """
         return self._drive(self._operations.kill_sandbox(sandbox_id))
 
 
