@@ -31,6 +31,7 @@ class Controller:
         *,
         final: FinalName | None = None,
         check: Callable[[Sequence[MemberInfo]], None] | None = None,
+        instructions: str | None = None,
     ) -> None:
         """Create a controller.
 
@@ -43,6 +44,9 @@ class Controller:
                 `SwarmControl.choose_answer()`, that choice is the answer instead.
             check: Called with the roster when the swarm is built. Raise `ValueError` for a
                 roster the controller cannot run.
+            instructions: What each member's preamble says of how the swarm works together.
+                `None` says that each member works on its own and that the first submission
+                may end the work.
         """
         if final not in (None, "first", "last"):
             raise ValueError(
@@ -52,6 +56,7 @@ class Controller:
         self.run = run
         self.final: FinalName = final or "first"
         self.check = check
+        self.instructions = instructions
 
 
 def recorded_stop_reason(reason: StopReason) -> SwarmStopReason:
