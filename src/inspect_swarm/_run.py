@@ -262,11 +262,12 @@ class SwarmRun:
                 f"SwarmControl.choose_answer(): the answer was already chosen "
                 f"({self._chosen[0].name!r}); a controller chooses once."
             )
-        if m.state != "ended" or not m.submitted:
+        settled = m.state == "ended" or m.turns.waiting is not None
+        if not (settled and m.submitted):
             raise ValueError(
                 f"SwarmControl.choose_answer(): member {m.name!r} has not ended with a submission "
-                f"(state {m.state}, status {m.status}). Choose a member whose MemberEnded event "
-                "has submitted=True."
+                f"(state {m.state}, status {m.status}). Choose a member whose MemberEnded or "
+                "TurnEnded event has submitted=True."
             )
         self._chosen = (m, reason)
         self._write_result(provisional=True)

@@ -148,6 +148,53 @@ def test_rounds_arguments_are_checked() -> None:
 
 
 @swarm_controller
+def retry(turns: int = 3) -> Controller:
+    """Each member answers again, up to `turns` times, until an answer passes the scorer."""
+
+    async def run(swarm: SwarmControl) -> StopReason:
+        for m in swarm.members:
+            swarm.start(m, turns=True)
+        async with aclosing(swarm.events(TurnEnded, MemberEnded)) as events:
+            async for event in events:
+                if not isinstance(event, TurnEnded):
+                    continue
+                if event.submitted and await swarm.verify(event.member):
+                    swarm.choose_answer(event.member, reason="passed the scorer")
+                    return "verified"
+                swarm.next_turn(event.member, show=[event.member], last=event.turn + 1 == turns)
+        return "all_done"
+
+    return Controller(run)
+
+
+def test_a_member_waiting_for_a_turn_can_be_checked_and_chosen(
+    backend: str, tmp_path: Path
+) -> None:
+    sample = run(
+        swarm(member(react, count=2), controller=retry(), channels=[]),
+        {
+            "react-1": [{"submit": "41"}, {"submit": "40"}, {"submit": "39"}],
+            "react-2": [{"submit": "43", "delay": 0.1}, {"submit": "42", "delay": 0.1}],
+        },
+        tmp_path,
+    )
+    assert ledger_reason(sample) == "verified"
+    # both were waiting for a turn when the swarm stopped: each ends as its last turn did
+    assert statuses(sample) == {"react-1": "submitted", "react-2": "submitted"}
+    assert result(sample)["final"] == {
+        "mode": "controller",
+        "member": "react-2",
+        "reason": "passed the scorer",
+        "provisional": False,
+    }
+    assert sample.output.completion == "42"
+    counts = [(m["gate_checks"], m["gate_passes"]) for m in result(sample)["members"]]
+    assert counts[1] == (2, 1) and counts[0][1] == 0
+    # a member shown only its own answer
+    assert "--- react-2 (you) ---\n43" in inputs(sample, "react-2")[1]
+
+
+@swarm_controller
 def misuse(call: str) -> Controller:
     """Calls the turn API wrongly, to test its errors."""
 

@@ -222,7 +222,9 @@ class SwarmControl(Protocol):
 
         The choice is the provisional answer from now on and the final answer when the swarm
         ends. The result record gives the mode `controller`, the member and `reason`. Choose
-        once, from a member that has ended with a submission.
+        once, from a member that has ended with a submission, or that waits for its next turn
+        after a turn that ended with one; the answer is then its submission when the swarm
+        ends, a later turn's if it takes one.
 
         Args:
             member: The member, or its name.
