@@ -359,7 +359,11 @@ class SwarmRun:
         released = m.turns.hold()
         if self._bus is not None:
             self._bus.check_all_waiting()
-        await released.wait()
+        try:
+            await released.wait()
+        finally:
+            # a limit or a cancellation may end the wait instead of the controller
+            m.turns.waiting = None
         return m.turns.next_input
 
     def member_ended(self, m: MemberRun) -> None:

@@ -122,7 +122,7 @@ def test_a_stop_ends_members_waiting_for_a_turn_as_they_were(backend: str, tmp_p
 
 
 def test_a_member_waiting_for_its_turn_counts_as_waiting(backend: str, tmp_path: Path) -> None:
-    wait = {"tool": "swarm_wait", "arguments": {"timeout": 60}}
+    wait = {"tool": "swarm_wait", "arguments": {"timeout": 10}}
     sample = run(
         swarm(member(swarm_react, count=2), controller=rounds(2), channels=[shared_memory()]),
         {

@@ -197,8 +197,8 @@ class MemberTurns:
         return self.enabled and not self.last
 
     def hold(self) -> anyio.Event:
-        """Wait for the controller's next turn: set when `next_input` holds its input, or
-        `None` to end the member."""
+        """Wait for the controller: the event is set when it runs the next turn, whose input is
+        then `next_input`, or ends the member (`next_input` is `None`)."""
         self.waiting = anyio.Event()
         return self.waiting
 

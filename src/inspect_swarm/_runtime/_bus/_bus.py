@@ -511,11 +511,11 @@ class SwarmBus:
         state = self._host.member_state(name)
         if state != "running":
             return True
-        if self._watcher is not None and self._watcher.waiting_for_turn(name):
-            return True
         # every line of its work waits: its own loop (or a synchronous subagent of it), and
-        # each running background task, each of which can be in one wait at a time
-        return self._waits[name] > self._host.background_running(name)
+        # each running background task, each of which can be in one wait at a time; an own
+        # loop that has finished a turn waits for the controller
+        held = self._watcher is not None and self._watcher.waiting_for_turn(name)
+        return self._waits[name] + held > self._host.background_running(name)
 
     def _all_waiting(self) -> bool:
         return bool(self._pending) and all(self._member_waiting(m.name) for m in self._roster)
