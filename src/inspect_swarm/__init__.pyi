@@ -19,14 +19,37 @@ from ._contracts._channel import (
     WaitingState,
     WaitNews,
     WaitSpec,
+    WorkState,
     swarm_channel,
 )
-from ._contracts._control import MemberEnded, MemberHandle, SwarmControl, SwarmEvent
+from ._contracts._control import (
+    AllWaiting,
+    MemberEnded,
+    MemberHandle,
+    ModelCalled,
+    RecordDelivered,
+    SwarmControl,
+    SwarmEvent,
+    TurnEnded,
+)
 from ._contracts._controller import Controller, FinalName, StopReason, swarm_controller
 from ._contracts._member import Member, member
 from ._contracts._record import Record
 from ._contracts._roster import MemberInfo, MemberState
 from ._controllers._leaderless import leaderless
+from ._controllers._quiescence import quiescence
+from ._controllers._rounds import rounds
+from ._controllers._stops import (
+    StopCondition,
+    all_of,
+    any_of,
+    quiescent,
+    stall,
+    submission,
+    verified_pass,
+)
+from ._controllers._verified import verified
+from ._controllers._vote import vote
 from ._swarm import swarm
 from ._tools._channel_tools import swarm_tools
 from ._tools._notice import swarm_on_continue
@@ -34,6 +57,7 @@ from ._tools._react import swarm_react
 from ._tools._resources import swarm_budget, swarm_resources
 
 __all__ = [
+    "AllWaiting",
     "Budget",
     "BudgetUsage",
     "Channel",
@@ -46,19 +70,31 @@ __all__ = [
     "MemberHandle",
     "MemberInfo",
     "MemberState",
+    "ModelCalled",
     "NoticeLine",
     "Record",
+    "RecordDelivered",
+    "StopCondition",
     "StopReason",
     "SwarmBudget",
     "SwarmControl",
     "SwarmEvent",
+    "TurnEnded",
     "WaitNews",
     "WaitSpec",
     "WaitingState",
+    "WorkState",
+    "all_of",
+    "any_of",
     "filesystem",
     "leaderless",
     "member",
+    "quiescence",
+    "quiescent",
+    "rounds",
     "shared_memory",
+    "stall",
+    "submission",
     "swarm",
     "swarm_budget",
     "swarm_channel",
@@ -67,4 +103,7 @@ __all__ = [
     "swarm_react",
     "swarm_resources",
     "swarm_tools",
+    "verified",
+    "verified_pass",
+    "vote",
 ]

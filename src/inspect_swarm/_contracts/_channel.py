@@ -20,6 +20,7 @@ __all__ = [
     "WaitNews",
     "WaitSpec",
     "WaitingState",
+    "WorkState",
     "swarm_channel",
 ]
 
@@ -315,6 +316,26 @@ class WaitingState(ChannelState, Protocol):
 
         Returns:
             The news for the wait's result, or `None` when there is none yet.
+        """
+        ...
+
+
+@runtime_checkable
+class WorkState(ChannelState, Protocol):
+    """The state of a channel that holds work still to be done, such as tasks open or claimed
+    and messages unread.
+
+    A channel's state that does not implement it holds none: the board and the filesystem
+    are always done. Controllers ask through `SwarmControl.open_work()`, the `quiescent()`
+    stop and `AllWaiting` events; the bus calls it with no `await` around it.
+    """
+
+    def open_work(self, member: str | None) -> Sequence[str]:
+        """The ids of the items still to be done, empty when there are none.
+
+        Args:
+            member: Only the items that wait on this member (work assigned to it or claimed
+                by it, messages to it it has not read). `None` means every item still open.
         """
         ...
 

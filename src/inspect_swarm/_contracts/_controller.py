@@ -32,6 +32,7 @@ class Controller:
         *,
         final: FinalName | None = None,
         check: Callable[[Sequence[MemberInfo]], None] | None = None,
+        instructions: str | None = None,
     ) -> None:
         """Create a controller.
 
@@ -44,6 +45,9 @@ class Controller:
                 `SwarmControl.choose_answer()` takes precedence over the rule.
             check: Runs on the roster as `swarm()` builds the swarm, and raises `ValueError`
                 when the controller cannot run that roster.
+            instructions: What each member's preamble says of how the swarm works together.
+                `None` says that each member works on its own and that the first submission
+                may end the work.
 
         Raises:
             ValueError: `final` is not `"first"`, `"last"` or `None`.
@@ -59,6 +63,8 @@ class Controller:
         """The answer rule, `first` or `last` (`first` when none was given)."""
         self.check = check
         """The roster check `swarm()` runs when it builds the swarm, or `None`."""
+        self.instructions = instructions
+        """What each member's preamble says of how the swarm works together, or `None`."""
 
 
 def recorded_stop_reason(reason: StopReason) -> SwarmStopReason:

@@ -1,4 +1,4 @@
-"""The answer rule: which member's submission is the swarm's answer."""
+"""The answer rules: which member's submission is the swarm's answer, and which answers agree."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,3 +43,22 @@ def choose_answer(
         latest = max(m.submit_time or 0.0 for m in submitted)
         best = min((m for m in submitted if m.submit_time == latest), key=lambda m: m.spec.index)
     return Answer(mode=rule, member=best, reason=None)
+
+
+def agreement(members: Sequence[MemberRun]) -> list[list[MemberRun]]:
+    """The members with a submission, grouped by equal answers: each group by submission
+    time, the groups by their first submission."""
+    submitted = sorted(
+        (m for m in members if m.submitted and m.submit_time is not None),
+        key=lambda m: (m.submit_time, m.spec.index),
+    )
+    groups: dict[str, list[MemberRun]] = {}
+    for m in submitted:
+        groups.setdefault(_same_answer(m), []).append(m)
+    return list(groups.values())
+
+
+def _same_answer(m: MemberRun) -> str:
+    """What two equal answers share: the text without case, with whitespace runs as one space."""
+    text = m.output.completion if m.output is not None else ""
+    return " ".join(text.split()).casefold()

@@ -14,7 +14,7 @@ from typing import Any, TypeVarTuple, Unpack
 
 import anyio
 from inspect_ai.agent import current_agent_bridge_context
-from inspect_ai.model import ModelOutput
+from inspect_ai.model import ChatMessage, ModelOutput
 from inspect_ai.util import Limit, LimitExceededError
 from inspect_ai.util._background import background_target
 from pydantic import JsonValue
@@ -78,6 +78,7 @@ class MemberRun:
         self.end_time: float | None = None
         self.submit_time: float | None = None
         self.output: ModelOutput | None = None
+        self.messages: list[ChatMessage] = []
         self.span_id: str | None = None
         self.agent_returned = False
         self.stop_cause: StopCause | None = None
@@ -104,6 +105,8 @@ class MemberRun:
         self.first_pass_time: float | None = None
         # how it communicated (the bus's)
         self.comm = MemberComm()
+        # its turns, for a member started with turns=True (the run's)
+        self.turns = MemberTurns()
 
     # the MemberHandle protocol
     @property
@@ -175,6 +178,36 @@ class MemberRun:
     def _cancel(self) -> None:
         if self.scope is not None:
             self.scope.cancel()
+
+
+@dataclass
+class MemberTurns:
+    """A member's turns: whether it takes them, how many it finished, and the next one's input
+    while it waits for the controller."""
+
+    enabled: bool = False
+    finished: int = 0
+    last: bool = False
+    waiting: anyio.Event | None = None
+    next_input: list[ChatMessage] | None = None
+
+    @property
+    def more(self) -> bool:
+        """Whether the member waits for another turn when this one ends."""
+        return self.enabled and not self.last
+
+    def hold(self) -> anyio.Event:
+        """Wait for the controller: the event is set when it runs the next turn, whose input is
+        then `next_input`, or ends the member (`next_input` is `None`)."""
+        self.waiting = anyio.Event()
+        return self.waiting
+
+    def release(self, messages: list[ChatMessage] | None, *, last: bool = False) -> None:
+        """Run the next turn on `messages`, or end the member with `None`."""
+        if self.waiting is not None:
+            self.next_input, self.last = messages, last
+            self.waiting.set()
+            self.waiting = None
 
 
 class MemberBackground:

@@ -36,6 +36,10 @@ class MemberHost(Protocol):
 
     def member_agent_returned(self, m: MemberRun) -> None: ...
 
+    async def member_turn_ended(self, m: MemberRun) -> list[ChatMessage] | None:
+        """The member's turn ended normally: the next turn's input, or `None` to end it."""
+        ...
+
     def member_ended(self, m: MemberRun) -> None: ...
 
 
@@ -89,39 +93,62 @@ async def _execute(run: MemberHost, m: MemberRun, messages: list[ChatMessage]) -
             raise m.error  # the factory started background work, and caught the refusal
         async with anyio.create_task_group() as tg:
             with m.background.owning(tg):
-                state, limit = await _run_agent(m, agent, AgentState(messages=messages))
-                m.agent_returned = True
-                m.output = state.output
-                if limit is not None:
-                    m.status = member_limit(limit)
-                    # a time limit cancels the agent, so its calls in flight are unknown
-                    m.cancelled = limit == "time"
-                # an output with no choices (a CLI that made no call) is still a normal return
-                elif state.output.choices and state.output.stop_reason in UNSUBMITTED_STOP_REASONS:
-                    m.status = "unsubmitted"
-                else:
-                    m.status = "submitted"
-                    m.submit_time = run.clock()
-                run.member_agent_returned(m)
+                await _run_agent(run, m, agent, messages)
                 await m.background.drain(run.grace())
 
 
 async def _run_agent(
-    m: MemberRun, agent: Agent, state: AgentState
-) -> tuple[AgentState, LimitType | None]:
-    """Run the member's agent under its own limits; return its state and the limit it reached."""
+    run: MemberHost, m: MemberRun, agent: Agent, messages: list[ChatMessage]
+) -> None:
+    """Run the member's agent, turn by turn, under its own limits, which cover every turn."""
     limits = m.spec.fresh_limits()
+    # the current turn's state: an agent that a limit interrupts leaves its progress there
+    turn = [AgentState(messages=messages)]
+
+    async def turns() -> None:
+        while True:
+            _returned(run, m, await agent(turn[0]), None)
+            following = await run.member_turn_ended(m)
+            if following is None:
+                return
+            turn[0] = AgentState(messages=following)
+
     if m.spec.bridged:
         # never Inspect's limits: a limit error raised inside the bridge would end the sample
         m.metered = MeteredLimits.of(limits)
         deadline = m.metered.time if m.metered.time is not None else math.inf
         with anyio.move_on_after(deadline):
-            return await agent(state), None
-        return state, "time"
-    m.limits = tuple(limits)
-    with apply_limits(limits, catch_errors=True) as scope:
-        state = await agent(state)
-    return state, None if scope.limit_error is None else scope.limit_error.type
+            await turns()
+            return
+        limit: LimitType | None = "time"
+    else:
+        m.limits = tuple(limits)
+        with apply_limits(limits, catch_errors=True) as scope:
+            await turns()
+        limit = None if scope.limit_error is None else scope.limit_error.type
+    # a limit reached between turns leaves the last turn's ending as it was
+    if limit is not None and not m.agent_returned:
+        _returned(run, m, turn[0], limit)
+
+
+def _returned(run: MemberHost, m: MemberRun, state: AgentState, limit: LimitType | None) -> None:
+    """Record how the member's agent returned (or the limit that ended it) and tell the run."""
+    m.agent_returned = True
+    # a turn a limit interrupted before any output leaves the member's last answer in place
+    if limit is None or state.output.choices or m.output is None:
+        m.output = state.output
+        m.messages = state.messages
+    if limit is not None:
+        m.status = member_limit(limit)
+        # a time limit cancels the agent, so its calls in flight are unknown
+        m.cancelled = limit == "time"
+    # an output with no choices (a CLI that made no call) is still a normal return
+    elif state.output.choices and state.output.stop_reason in UNSUBMITTED_STOP_REASONS:
+        m.status = "unsubmitted"
+    else:
+        m.status = "submitted"
+        m.submit_time = run.clock()
+    run.member_agent_returned(m)
 
 
 def _classify(m: MemberRun, ex: BaseException) -> None:

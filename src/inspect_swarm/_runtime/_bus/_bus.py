@@ -5,7 +5,7 @@ import math
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, cast
+from typing import Literal, Protocol, cast
 
 import anyio
 from inspect_ai.log import transcript
@@ -22,6 +22,7 @@ from ..._contracts._channel import (
     ChannelState,
     WaitingState,
     WaitSpec,
+    WorkState,
 )
 from ..._contracts._record import Draft, Record, Refused, freeze, thaw
 from ..._contracts._schema import EVIDENCE_SOURCE
@@ -62,6 +63,23 @@ _WIRING = {
 """Per missing piece of wiring: what the member did without it, and how to wire it."""
 
 
+class BusWatcher(Protocol):
+    """What the run learns from the bus as it happens, for its controller."""
+
+    def record_delivered(self, record: Record, recipients: Sequence[str]) -> None:
+        """A channel delivered a record."""
+        ...
+
+    def hold_all_waiting(self) -> bool:
+        """Every member is waiting: whether the run holds the waits (it releases them later
+        with `release_all_waiting()`) rather than have them end now."""
+        ...
+
+    def waiting_for_turn(self, name: str) -> bool:
+        """The member has finished a turn and waits for the controller's next."""
+        ...
+
+
 @dataclass
 class _Open:
     channel: Channel
@@ -69,8 +87,10 @@ class _Open:
     name: str
     prefix: str
     tools: list[Tool]
-    # whether the state wakes waits, checked once: a protocol isinstance() is slow
+    # whether the state wakes waits and holds open work, checked once: a protocol isinstance()
+    # is slow
     waiting: bool
+    work: bool
     numbers: int = 0
     rates: dict[str, RateWindow] = field(default_factory=dict)
 
@@ -100,11 +120,16 @@ class SwarmBus:
     """
 
     def __init__(
-        self, host: SwarmHost, channels: Sequence[Channel], comms: Mapping[str, MemberComm]
+        self,
+        host: SwarmHost,
+        channels: Sequence[Channel],
+        comms: Mapping[str, MemberComm],
+        watcher: BusWatcher | None = None,
     ) -> None:
         """Open every channel for the run; `comms` is where each member's communication is
-        counted (its `MemberRun.comm`)."""
+        counted (its `MemberRun.comm`), and `watcher` hears of records and waits."""
         self._host = host
+        self._watcher = watcher
         self._evidence_log = EvidenceLog()
         self._roster = list(host.roster)
         self._channels: dict[str, _Open] = {}
@@ -120,6 +145,7 @@ class SwarmBus:
         self._notices_numbered = 0
         self._pending: dict[str, _Wait] = {}
         self._waits: Counter[str] = Counter()  # waits in progress by member, from any loop
+        self._quiet_since: float | None = None  # since when every member has been waiting
         self._ended: list[tuple[str, str | None]] = []
         self._own_loops: dict[str, str | None] = {}
         self._continued: set[str] = set()
@@ -151,6 +177,7 @@ class SwarmBus:
             channel.prefix,
             state.tools(),
             waiting=isinstance(state, WaitingState),
+            work=isinstance(state, WorkState),
         )
 
     # -- who calls -------------------------------------------------------------------------
@@ -239,6 +266,8 @@ class SwarmBus:
         self._delivered(record, caller, delivered_to, data)
         if record.wake:
             self._wake(opened, record)
+        if self._watcher is not None:
+            self._watcher.record_delivered(record, delivered_to)
         return record
 
     def _resolve(self, to: tuple[str, ...]) -> tuple[str, ...]:
@@ -413,7 +442,7 @@ class SwarmBus:
         idle = 0.0
         self._waits[spec.member] += 1
         try:
-            self._check_all_waiting()
+            self.check_all_waiting()
             while True:
                 now = self.clock()
                 if wait.outcome == "news" and not self._has_news(spec):
@@ -430,9 +459,10 @@ class SwarmBus:
                 if spec.own and not busy:
                     idle += max(0.0, self.clock() - now)
                 if busy:
-                    self._check_all_waiting()
+                    self.check_all_waiting()
         finally:
             self._waits[spec.member] -= 1
+            self._quiet_since = None
 
     def _waiting_states(self) -> Iterator[WaitingState]:
         for opened in self._channels.values():
@@ -482,23 +512,55 @@ class SwarmBus:
         if state != "running":
             return True
         # every line of its work waits: its own loop (or a synchronous subagent of it), and
-        # each running background task, each of which can be in one wait at a time
-        return self._waits[name] > self._host.background_running(name)
+        # each running background task, each of which can be in one wait at a time; an own
+        # loop that has finished a turn waits for the controller
+        held = self._watcher is not None and self._watcher.waiting_for_turn(name)
+        return self._waits[name] + held > self._host.background_running(name)
 
-    def _check_all_waiting(self) -> None:
-        if self._pending and all(self._member_waiting(m.name) for m in self._roster):
+    def _all_waiting(self) -> bool:
+        return bool(self._pending) and all(self._member_waiting(m.name) for m in self._roster)
+
+    def check_all_waiting(self) -> None:
+        """End the waits with `all_waiting` if every member waits, unless the watcher holds them."""
+        if not self._all_waiting():
+            return
+        if self._quiet_since is None:
+            self._quiet_since = self.clock()
+        if self._watcher is None or not self._watcher.hold_all_waiting():
             self._release("all_waiting")
+
+    def waiting_since(self) -> float | None:
+        """Since when every member has been waiting, has ended or has not started, or `None`."""
+        if not self._all_waiting():
+            self._quiet_since = None
+        return self._quiet_since
+
+    def release_all_waiting(self) -> None:
+        """End the waits the watcher held, if every member still waits."""
+        if self._all_waiting():
+            self._release("all_waiting")
+
+    def open_work(self, member: str | None) -> dict[str, list[str]]:
+        """What each channel holds still to be done (for `member`, or anyone), by channel."""
+        found: dict[str, list[str]] = {}
+        for name, opened in self._channels.items():
+            if opened.work:
+                ids = list(cast(WorkState, opened.state).open_work(member))
+                if ids:
+                    found[name] = ids
+        return found
 
     # -- the runtime's calls ---------------------------------------------------------------
 
     def member_started(self, name: str) -> None:
-        """A member has started (it is no longer `pending`)."""
+        """A member has started (it is no longer `pending`), or taken another turn."""
         self._members[name].ended_told.setdefault(None, 0)
+        self._quiet_since = None
 
     def agent_returned(self, name: str) -> None:
         """The member's own agent has finished: its waits end with `member_ending`."""
         self._release("member_ending", name)
-        self._check_all_waiting()
+        self.check_all_waiting()
 
     def member_ended(self, name: str) -> None:
         """A member has ended: news for every other member's waits."""
@@ -506,7 +568,7 @@ class SwarmBus:
         for wait in list(self._pending.values()):
             if wait.spec.member != name:
                 wait.release("news")
-        self._check_all_waiting()
+        self.check_all_waiting()
 
     def begin_stop(self) -> None:
         """The swarm begins to stop: writes are refused from now on and every wait ends."""
