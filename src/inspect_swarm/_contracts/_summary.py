@@ -39,6 +39,11 @@ class Reach:
     def as_json(self) -> dict[str, Any]:
         return {**asdict(self), "words": self.words()}
 
+    def short(self) -> str:
+        """The reach in a few words: `token cap`, `react-3 cost share`."""
+        noun = _kind_noun(self.kind, self.token_type)
+        return f"{noun} cap" if self.rule == "cap" else f"{self.member} {noun} share"
+
     def words(self, *, own: bool = False) -> str:
         """The reach as a clause: about the swarm, or (`own`) about the member it stopped."""
         noun = _kind_noun(self.kind, self.token_type)
@@ -231,6 +236,10 @@ class SwarmSummary:
         later = " (provisional: the sample ended before the swarm finished)"
         return f"{text} from {self.member} ({how}{why}){later if self.provisional else ''}"
 
+    def also_reached(self) -> list[Reach]:
+        """The caps and shares reached, but the cap the stop already names."""
+        return [r for r in self.reached if r is not self.stopped_by]
+
     def stop_sentence(self) -> str:
         text = self.stop
         if self.stop_reason is not None and self.ended_by is not None:
@@ -401,7 +410,7 @@ def summary_markdown(s: SwarmSummary) -> str:
         f"**Stopped**: {s.stop_sentence()}",
         "",
     ]
-    also = [r for r in s.reached if r is not s.stopped_by]
+    also = s.also_reached()
     if also:
         lines += ["**Caps and shares reached**: " + "; ".join(r.words() for r in also), ""]
     lines += [f"**Spent**: {s.spent_words()}", ""]

@@ -29,7 +29,8 @@ sample's `store` and `model_usage`, so do not exclude either with `samples_df(ex
 field.
 """
 
-from .._contracts._schema import Calls, MemberLedger, Meter, SwarmLedger
-from ._columns import SwarmColumns, swarm_ledger
+import lazy_loader
 
-__all__ = ["Calls", "MemberLedger", "Meter", "SwarmColumns", "SwarmLedger", "swarm_ledger"]
+# Each public name is imported on first use, from the imports of `__init__.pyi`, so that
+# `inspect-swarm show` reads logs without importing the dataframe machinery.
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -5,6 +5,7 @@ from inspect_ai.analysis import Column, SampleColumn
 from inspect_ai.log import EvalSample, EvalSampleSummary
 
 from .._contracts._schema import LEDGER_KEY, SwarmLedger
+from ._read import priced_cost, unpriced_models
 
 
 def swarm_ledger(sample: EvalSample) -> SwarmLedger | None:
@@ -38,21 +39,9 @@ def _ledger(sample: EvalSample | EvalSampleSummary) -> SwarmLedger | None:
     return swarm_ledger(sample) if isinstance(sample, EvalSample) else None
 
 
-def _unpriced_in_sample(sample: EvalSample | EvalSampleSummary) -> set[str]:
-    return {
-        model
-        for model, usage in sample.model_usage.items()
-        if usage.total_tokens > 0 and usage.total_cost is None
-    }
-
-
-def _cost(sample: EvalSample | EvalSampleSummary) -> float:
-    return sum(u.total_cost for u in sample.model_usage.values() if u.total_cost is not None)
-
-
 def _complete(sample: EvalSample | EvalSampleSummary) -> bool:
     ledger = _ledger(sample)
-    return ledger is not None and ledger.total_complete and not _unpriced_in_sample(sample)
+    return ledger is not None and ledger.total_complete and not unpriced_models(sample)
 
 
 def _members(sample: EvalSample | EvalSampleSummary) -> int | None:
@@ -85,7 +74,7 @@ def _unpriced_models(sample: EvalSample | EvalSampleSummary) -> str | None:
     ledger = _ledger(sample)
     if ledger is None:
         return None
-    return json.dumps(sorted(set(ledger.unpriced_models) | _unpriced_in_sample(sample)))
+    return json.dumps(sorted(set(ledger.unpriced_models) | unpriced_models(sample)))
 
 
 _cost_cap = _cap("cost")
@@ -96,7 +85,7 @@ _no_usage = _calls("no_usage")
 _unpriced = _calls("unpriced")
 
 SwarmColumns: list[Column] = [
-    SampleColumn("swarm_cost", path=_cost, type=float, full=True),
+    SampleColumn("swarm_cost", path=priced_cost, type=float, full=True),
     SampleColumn("swarm_complete", path=_complete, type=bool, full=True),
     SampleColumn("swarm_members", path=_members, type=int, full=True),
     SampleColumn("swarm_resumed", path=_resumed, type=bool, full=True),

@@ -21,6 +21,7 @@ from typing import Any
 
 from ._config import HOSTED_API_URL, LOCAL
 from ._defaults import DEFAULT_PORT, default_memory_gib, default_state_dir
+from ._log_commands import add_log_commands
 
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 _SIGPIPE_EXIT = 141
@@ -203,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.set_defaults(handler="mcp")
     _login_parser(_parser(commands, "login", "record a server's URL and key as a context"))
     _context_parser(_parser(commands, "context", "list the recorded servers and choose one"))
+    add_log_commands(lambda name, text, **kwargs: _parser(commands, name, text, **kwargs))
     return parser
 
 
@@ -528,6 +530,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     try:
         if handler == "server":
             return _server(args)
+        if callable(handler):  # a command of its own module (show, plot)
+            return int(handler(args))
         from . import _commands
 
         code: int = getattr(_commands, handler)(args)
