@@ -46,9 +46,10 @@ def plot_timeline(sample: EvalSample) -> "Figure":
     lane = {name: i for i, name in enumerate(reversed(data.members))}
     figure = _figure(10, 1.2 + 0.45 * len(data.members))
     ax = figure.subplots()
+    from matplotlib.artist import Artist
     from matplotlib.patches import Patch
 
-    handles = [Patch(color=c, label=_SPAN_LABELS[k]) for k, c in _COLOURS.items()]
+    handles: list[Artist] = [Patch(color=c, label=_SPAN_LABELS[k]) for k, c in _COLOURS.items()]
     for kind, colour in _COLOURS.items():
         for name in data.members:
             bars = [
