@@ -27,6 +27,7 @@ from ._contracts._member import Member, member
 from ._contracts._record import Record
 from ._contracts._roster import MemberInfo, MemberState
 from ._controllers._leaderless import leaderless
+from ._scores import member_scores
 from ._swarm import swarm
 from ._tools._channel_tools import swarm_tools
 from ._tools._notice import swarm_on_continue
@@ -58,6 +59,7 @@ __all__ = [
     "filesystem",
     "leaderless",
     "member",
+    "member_scores",
     "shared_memory",
     "swarm",
     "swarm_budget",

@@ -323,9 +323,6 @@ def _first_submitter(final: dict[str, Any], members: list[dict[str, Any]]) -> st
 def _row(entry: dict[str, Any], m: dict[str, Any]) -> MemberRow:
     comm = m["comm"] or {}
     recorded = bool(comm)
-    checked, passed = entry["gate_checks"], entry["gate_passes"]
-    # react checks each submission but the last, and ends at the first that passes
-    final_unchecked = 1 if entry["submitted"] and passed == 0 else 0
     return MemberRow(
         name=entry["name"],
         role=entry["role"],
@@ -334,11 +331,19 @@ def _row(entry: dict[str, Any], m: dict[str, Any]) -> MemberRow:
         steps=int(m["steps"]),
         tokens=int(m["tokens"]),
         cost=float(m["cost"]),
-        submissions=checked + final_unchecked,
+        submissions=submissions(entry),
         sent=sum(c["records"] for c in comm.values()) if recorded else None,
         read=sum(c["reads"] for c in comm.values()) if recorded else None,
         waits=m["waits"],
     )
+
+
+def submissions(entry: dict[str, Any]) -> int:
+    """A member's submissions, from its entry of the result record: the ones its loop
+    checked, and a final one it ended with unchecked."""
+    # react checks each submission but the last, and returns at the first that passes
+    final_unchecked = 1 if entry["submitted"] and entry["gate_passes"] == 0 else 0
+    return int(entry["gate_checks"]) + final_unchecked
 
 
 def _reached(

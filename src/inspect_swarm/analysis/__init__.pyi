@@ -27,10 +27,54 @@ sample's `store` and `model_usage`, so do not exclude either with `samples_df(ex
 `swarm_ledger()` reads a sample's whole ledger as a `SwarmLedger`, whose `members` are
 `MemberLedger`s with a `Meter` and `Calls` each. `SwarmLedger.model_json_schema()` describes every
 field.
+
+`SwarmOutcomeColumns` adds how each swarm ended, from its records (null without a swarm):
+
+- `swarm_stop_reason`, `swarm_ended_by`: the ledger's `stop_reason` and `ended_by`.
+- `swarm_answer_member`, `swarm_answer_mode`: the member whose submission is the answer, and
+  the rule that chose it (`first`, `last`, `controller`); null with no submission.
+- `swarm_steps_to_answer`: the answering member's completed model calls.
+- `swarm_members_submitted`, `swarm_members_never_acted`: members that ended with a
+  submission, and members that finished no model call.
+- `swarm_wall_clock`: seconds from the swarm's start to its end.
+
+`members_df()` reads one row per member of each swarm, per sample and epoch, with its own
+score from `member_scores()`. `swarm_timeline()`, `comm_reads()` and `sweep_arms()` give the
+data that `plot_timeline()`, `plot_comm()` and `plot_sweep()` draw (with the `viz` extra).
 """
 
 # The public API, for type checkers and IDEs; `__init__.py` imports each name on first use.
-from ._columns import SwarmColumns, swarm_ledger
+from ._columns import SwarmColumns, SwarmOutcomeColumns, swarm_ledger
+from ._members import members_df
 from ._models import Calls, MemberLedger, Meter, SwarmLedger
+from ._plots import plot_comm, plot_sweep, plot_timeline
+from ._views import (
+    SwarmTimeline,
+    SweepArm,
+    TimelineMark,
+    TimelineSpan,
+    comm_reads,
+    swarm_timeline,
+    sweep_arms,
+)
 
-__all__ = ["Calls", "MemberLedger", "Meter", "SwarmColumns", "SwarmLedger", "swarm_ledger"]
+__all__ = [
+    "Calls",
+    "MemberLedger",
+    "Meter",
+    "SwarmColumns",
+    "SwarmLedger",
+    "SwarmOutcomeColumns",
+    "SwarmTimeline",
+    "SweepArm",
+    "TimelineMark",
+    "TimelineSpan",
+    "comm_reads",
+    "members_df",
+    "plot_comm",
+    "plot_sweep",
+    "plot_timeline",
+    "swarm_ledger",
+    "swarm_timeline",
+    "sweep_arms",
+]

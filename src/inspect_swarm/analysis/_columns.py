@@ -1,10 +1,11 @@
 import json
 from collections.abc import Callable
+from typing import Any
 
 from inspect_ai.analysis import Column, SampleColumn
 from inspect_ai.log import EvalSample, EvalSampleSummary
 
-from .._contracts._schema import LEDGER_KEY, SwarmLedger
+from .._contracts._schema import LEDGER_KEY, METRICS_KEY, RESULT_KEY, SwarmLedger
 from ._read import priced_cost, unpriced_models
 
 
@@ -99,4 +100,68 @@ SwarmColumns: list[Column] = [
 ]
 """Columns for `inspect_ai.analysis.samples_df()` with each sample's realized cost and what the
 swarm's ledger says about it, as in `samples_df(logs, columns=SampleSummary + SwarmColumns)`. The
+`inspect_swarm.analysis` module docstring lists every column."""
+
+
+def _record(key: str) -> Callable[[EvalSample | EvalSampleSummary], dict[str, Any] | None]:
+    def read(sample: EvalSample | EvalSampleSummary) -> dict[str, Any] | None:
+        data = sample.store.get(key) if isinstance(sample, EvalSample) else None
+        return data if isinstance(data, dict) else None
+
+    return read
+
+
+_result, _ledger_data, _metrics = _record(RESULT_KEY), _record(LEDGER_KEY), _record(METRICS_KEY)
+
+
+def _outcome(
+    record: Callable[[EvalSample | EvalSampleSummary], dict[str, Any] | None],
+    value: Callable[[dict[str, Any]], Any],
+) -> Callable[[EvalSample | EvalSampleSummary], Any]:
+    def read(sample: EvalSample | EvalSampleSummary) -> Any:
+        data = record(sample)
+        return None if data is None else value(data)
+
+    return read
+
+
+SwarmOutcomeColumns: list[Column] = [
+    SampleColumn(
+        "swarm_stop_reason", path=_outcome(_ledger_data, lambda d: d["stop_reason"]), full=True
+    ),
+    SampleColumn("swarm_ended_by", path=_outcome(_ledger_data, lambda d: d["ended_by"]), full=True),
+    SampleColumn(
+        "swarm_answer_member", path=_outcome(_result, lambda d: d["final"]["member"]), full=True
+    ),
+    SampleColumn(
+        "swarm_answer_mode", path=_outcome(_result, lambda d: d["final"]["mode"]), full=True
+    ),
+    SampleColumn(
+        "swarm_steps_to_answer",
+        path=_outcome(_metrics, lambda d: d["steps_to_answer"]),
+        type=int,
+        full=True,
+    ),
+    SampleColumn(
+        "swarm_members_submitted",
+        path=_outcome(_result, lambda d: sum(m["submitted"] for m in d["members"])),
+        type=int,
+        full=True,
+    ),
+    SampleColumn(
+        "swarm_members_never_acted",
+        path=_outcome(_metrics, lambda d: len(d["never_acted"])),
+        type=int,
+        full=True,
+    ),
+    SampleColumn(
+        "swarm_wall_clock",
+        path=_outcome(_metrics, lambda d: d["wall_clock"]),
+        type=float,
+        full=True,
+    ),
+]
+"""Columns for `inspect_ai.analysis.samples_df()` with how each sample's swarm ended: why it
+stopped, which member's submission is the answer and how it was chosen, the steps that
+answer took, how many members submitted and how many never acted, and its wall clock. The
 `inspect_swarm.analysis` module docstring lists every column."""
