@@ -277,7 +277,7 @@ def sweep_arms(
         key: For a scorer with a dict value (such as `member_scores()`), the key to use.
 
     Returns:
-        The arms, in the order their first sample was read.
+        The arms, in the order of their arguments (numbers by value).
     """
     paths = [logs] if isinstance(logs, str | os.PathLike) else list(logs)
     samples = [s for path in paths for s in read_swarm_samples(path)]
@@ -296,7 +296,14 @@ def sweep_arms(
                 complete=all(s.cost_complete for _, s in scored),
             )
         )
-    return arms
+    return sorted(arms, key=lambda a: _order(a.arm))
+
+
+def _order(arm: dict[str, Any]) -> list[tuple[str, int, Any]]:
+    return [
+        (k, 0, v) if isinstance(v, int | float) and not isinstance(v, bool) else (k, 1, str(v))
+        for k, v in arm.items()
+    ]
 
 
 def _label(arm: dict[str, Any]) -> str:

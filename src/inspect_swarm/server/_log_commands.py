@@ -50,7 +50,7 @@ def show_log(args: argparse.Namespace) -> int:
 
     samples = read_swarm_samples(args.log, sample=args.sample)
     if not samples:
-        where = f"a sample with id {args.sample!r}" if args.sample is not None else "samples"
+        where = f"sample with id {args.sample!r}" if args.sample is not None else "samples"
         raise ValueError(
             f"show: {args.log} has no {where}. Run `inspect-swarm show {args.log}` to list "
             "its samples."
