@@ -57,13 +57,14 @@ def last_word(sample: EvalSample, name: str) -> str:
 
 
 def table_rows(summary: str) -> dict[str, list[str]]:
-    rows = [line.strip("|").split(" | ") for line in summary.splitlines() if line.startswith("| ")]
-    header, *body = rows
-    assert [h.strip() for h in header] == [
+    """The members table of the summary (an indented code block), by member."""
+    header, *body = [line.split() for line in summary.splitlines() if line.startswith("    ")]
+    assert header == [
         "member", "status", "time", "steps", "tokens", "cost", "submissions", "sent", "read",
         "waits",
     ]  # fmt: skip
-    return {cells[0].strip(): [c.strip() for c in cells] for cells in body}
+    # the time is two words ("0.2 s")
+    return {cells[0]: [*cells[:2], " ".join(cells[2:4]), *cells[4:]] for cells in body}
 
 
 def warnings(sample: EvalSample) -> list[str]:

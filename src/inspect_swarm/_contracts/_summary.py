@@ -5,6 +5,7 @@ The viewer's summary event, the console's warning and `inspect-swarm show` all r
 `SwarmSummary`, built from the records as they are in the store, so the three say the same.
 """
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, TypeAlias
 
@@ -109,7 +110,11 @@ def stop_words(
     if reason == "swarm_time":
         return "the swarm's time cap passed"
     own = reason.removeprefix("controller:")
-    return f"its controller stopped it: {own}" if own != reason else f"its controller: {reason}"
+    return (
+        f"its controller stopped it: {own}"
+        if own != reason
+        else f"its controller stopped it ({reason})"
+    )
 
 
 def _ended_by_words(ended_by: str | None) -> str:
@@ -403,14 +408,10 @@ def _code(text: str) -> str:
     return text.replace("`", "'")
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
 def summary_markdown(s: SwarmSummary) -> str:
     """The summary as Markdown, for the viewer."""
     lines = [
-        f"**Swarm answer**: {_cell(s.answer_words())}",
+        f"**Swarm answer**: {s.answer_words()}",
         "",
         f"**Stopped**: {s.stop_sentence()}",
         "",
@@ -419,11 +420,22 @@ def summary_markdown(s: SwarmSummary) -> str:
     if also:
         lines += ["**Caps and shares reached**: " + "; ".join(r.words() for r in also), ""]
     lines += [f"**Spent**: {s.spent_words()}", ""]
-    lines.append("| " + " | ".join(TABLE_HEADER) + " |")
-    lines.append("|" + "---|" * len(TABLE_HEADER))
-    for row in s.members:
-        lines.append("| " + " | ".join(_cell(cell) for cell in row_cells(row)) + " |")
+    # an indented code block: monospace, so the columns line up
+    lines += [f"    {line}" for line in members_text(s.members).splitlines()]
     return "\n".join(lines)
+
+
+def members_text(rows: Sequence[MemberRow]) -> str:
+    """The members table as aligned plain text (numbers to the right), one member a line."""
+    cells = [list(TABLE_HEADER), *(row_cells(row) for row in rows)]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(TABLE_HEADER))]
+    return "\n".join(
+        "  ".join(
+            cell.ljust(width) if i < 2 else cell.rjust(width)
+            for i, (cell, width) in enumerate(zip(line, widths, strict=True))
+        ).rstrip()
+        for line in cells
+    )
 
 
 def row_cells(row: MemberRow) -> list[str]:

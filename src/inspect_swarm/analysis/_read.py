@@ -98,7 +98,7 @@ class SwarmSample:
 
 
 def log_files(log: str | os.PathLike[str]) -> list[str]:
-    """The log itself, or the logs in a directory (its subdirectories too), oldest first."""
+    """The log itself, or the logs in a directory (its subdirectories too)."""
     text = os.fspath(log)
     if Path(text).is_dir():
         return sorted(info.name for info in list_eval_logs(text, recursive=True))
@@ -113,26 +113,43 @@ def log_files(log: str | os.PathLike[str]) -> list[str]:
 def read_swarm_samples(
     log: str | os.PathLike[str], sample: str | int | None = None
 ) -> list[SwarmSample]:
-    """Each sample of a log or of every log in a directory, with its swarm's records.
+    """Each sample of a log or of every log in a directory, with its swarm's records: by task,
+    arm (its task and solver arguments) and when its eval was created, then by id and epoch.
 
     Args:
         log: An `.eval` or `.json` log, or a directory of logs.
         sample: Only the sample with this id (every epoch of it).
     """
+    headers = {location: read_eval_log(location, header_only=True) for location in log_files(log)}
+    ordered = sorted(
+        headers.items(),
+        key=lambda h: (h[1].eval.task, arm_order(_arm(h[1])), h[1].eval.created, h[0]),
+    )
     found: list[SwarmSample] = []
-    for location in log_files(log):
-        found.extend(_read_log(location, None if sample is None else str(sample)))
+    for location, header in ordered:
+        found.extend(_read_log(location, header, None if sample is None else str(sample)))
     return found
 
 
-def _read_log(location: str, sample: str | None) -> Iterator[SwarmSample]:
+def arm_order(arm: dict[str, Any]) -> list[tuple[str, int, Any]]:
+    """A sort key for arms: by argument, numbers by value."""
+    return [
+        (k, 0, v) if isinstance(v, int | float) and not isinstance(v, bool) else (k, 1, str(v))
+        for k, v in arm.items()
+    ]
+
+
+def _arm(log: EvalLog) -> dict[str, Any]:
+    return {**log.eval.task_args, **(log.eval.solver_args or {})}
+
+
+def _read_log(location: str, header: EvalLog, sample: str | None) -> Iterator[SwarmSample]:
     if location.endswith(".json"):
         whole = read_eval_log(location)
         for s in whole.samples or []:
             if sample is None or str(s.id) == sample:
                 yield _from_sample(whole, location, s)
         return
-    header = read_eval_log(location, header_only=True)
     summaries = [
         s for s in read_eval_log_sample_summaries(location) if sample is None or str(s.id) == sample
     ]
@@ -162,7 +179,7 @@ def _eval_fields(log: EvalLog, location: str) -> dict[str, Any]:
         "log": location,
         "eval_id": spec.eval_id,
         "task": spec.task,
-        "arm": {**spec.task_args, **(spec.solver_args or {})},
+        "arm": _arm(log),
         "model": spec.model,
     }
 

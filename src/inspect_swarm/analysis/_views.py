@@ -14,7 +14,7 @@ from inspect_ai.log import EvalSample
 from inspect_ai.scorer import value_to_float
 
 from .._contracts._schema import EVIDENCE_SOURCE
-from ._read import SwarmSample, read_swarm_samples
+from ._read import SwarmSample, arm_order, read_swarm_samples
 
 SpanKind: TypeAlias = Literal["model", "tool", "wait"]
 MarkKind: TypeAlias = Literal["write", "read", "end"]
@@ -296,14 +296,7 @@ def sweep_arms(
                 complete=all(s.cost_complete for _, s in scored),
             )
         )
-    return sorted(arms, key=lambda a: _order(a.arm))
-
-
-def _order(arm: dict[str, Any]) -> list[tuple[str, int, Any]]:
-    return [
-        (k, 0, v) if isinstance(v, int | float) and not isinstance(v, bool) else (k, 1, str(v))
-        for k, v in arm.items()
-    ]
+    return sorted(arms, key=lambda a: arm_order(a.arm))
 
 
 def _label(arm: dict[str, Any]) -> str:
