@@ -3,6 +3,7 @@ member's timeline, the stop event, and the console's warning at a cap or share."
 
 import subprocess
 import sys
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,15 @@ from inspect_ai.event import Event, EventTreeSpan, InfoEvent, LoggerEvent, event
 from inspect_ai.log import EvalSample, resolve_sample_attachments
 from inspect_ai.util import token_limit
 
-from inspect_swarm import Budget, member, swarm
+from inspect_swarm import (
+    Budget,
+    Controller,
+    StopReason,
+    SwarmControl,
+    member,
+    swarm,
+    swarm_controller,
+)
 
 from .helpers import infos, run, run_log
 from .test_statuses import SLOW, broken
@@ -237,7 +246,15 @@ from inspect_ai.agent import react
 from inspect_ai.dataset import Sample
 from inspect_ai.scorer import includes
 
-from inspect_swarm import Budget, member, swarm
+from inspect_swarm import (
+    Budget,
+    Controller,
+    StopReason,
+    SwarmControl,
+    member,
+    swarm,
+    swarm_controller,
+)
 
 
 @task
@@ -278,3 +295,49 @@ def test_inspect_eval_prints_the_cap_at_the_console(tmp_path: Path) -> None:
     console = " ".join((done.stdout + done.stderr).split())
     assert "sample q1 (epoch 1): the swarm's token cap (300) was reached by react-" in console
     assert ": 330 used" in console
+
+
+@swarm_controller
+def enough_after_one() -> Controller:
+    """Start every member; stop as soon as one ends, for a reason of its own."""
+
+    async def run(control: SwarmControl) -> StopReason:
+        for m in control.members:
+            control.start(m)
+        async with aclosing(control.events()) as events:
+            async for _ in events:
+                return "enough"
+        return "all_done"
+
+    return Controller(run)
+
+
+def test_a_controllers_reason_and_the_time_cap_are_named(backend: str, tmp_path: Path) -> None:
+    own = resolved(
+        run(
+            swarm(member(react, count=2), controller=enough_after_one(), channels=[],
+                  budget=Budget(grace=0.2)),
+            {"react-1": [{"submit": "42"}], "react-2": [{"text": "x", "delay": 30}]},
+            tmp_path / "own",
+        )
+    )  # fmt: skip
+    assert last_word(own, "react-2") == (
+        "**react-2** cancelled after the grace period (0.2 s): its controller stopped it: enough"
+    )
+    [summary] = summaries(own)
+    assert "**Stopped**: its controller stopped it: enough" in summary
+
+    timed = resolved(
+        run(
+            swarm(member(react, count=1), channels=[], budget=Budget(time=0.5, grace=0.2)),
+            {"*": [{"text": "x", "delay": 30}]},
+            tmp_path / "timed",
+        )
+    )
+    assert last_word(timed, "react") == (
+        "**react** cancelled after the grace period (0.2 s): the swarm's time cap (0.5 s) passed"
+    )
+    [summary] = summaries(timed)
+    assert "**Stopped**: the swarm's time cap (0.5 s) passed" in summary
+    [warning] = warnings(timed)
+    assert warning.endswith("the swarm's time cap (0.5 s) passed.")
