@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from inspect_ai import Epochs, Task, eval
+from inspect_ai import Epochs, Task, eval, score
 from inspect_ai.agent import react
 from inspect_ai.dataset import Sample
 from inspect_ai.scorer import (
@@ -205,3 +205,26 @@ def test_refusals(tmp_path: Path) -> None:
     )
     assert log.status == "error" and log.error is not None
     assert "needs a scorer that returns one Score with a single value" in log.error.message
+
+
+def test_a_log_is_rescored_afterwards(tmp_path: Path) -> None:
+    log = run_log(
+        THREE,
+        {
+            "react-1": [{"submit": "41"}],
+            "react-2": [{"text": "x", "delay": 0.2}, {"submit": "42"}],
+            "react-3": [{"text": "x", "delay": 0.1}, {"submit": "7"}],
+        },
+        tmp_path,
+    )
+    # the members' submissions are in the store, so member_scores() works on a finished log
+    rescored = score(log, member_scores(match()), action="append", display="none")
+    own = scores_of(rescored)["member_scores"]
+    assert own.value == {
+        "answer": 0.0, "team": 1.0, "mean_member": pytest.approx(1 / 3),
+        "mean_member_all": pytest.approx(1 / 3),
+    }  # fmt: skip
+    assert own.metadata == {
+        "members": {"react-1": 0.0, "react-2": 1.0, "react-3": 0.0},
+        "member_scoring": None,  # no sample was running: what it cost is unknown
+    }
