@@ -246,15 +246,7 @@ from inspect_ai.agent import react
 from inspect_ai.dataset import Sample
 from inspect_ai.scorer import includes
 
-from inspect_swarm import (
-    Budget,
-    Controller,
-    StopReason,
-    SwarmControl,
-    member,
-    swarm,
-    swarm_controller,
-)
+from inspect_swarm import Budget, member, swarm
 
 
 @task
