@@ -1,5 +1,5 @@
 """The `inspect-swarm` command: `server`, `swarms ...`, `sandboxes ...`, `mcp`, `login` and
-`context`.
+`context`, and `show` and `plot` for Inspect logs (`_log_commands`).
 
 A command line is started again and again, by people and by scripts, so this module imports
 nothing heavy: each command imports what it needs when it runs (the client httpx, the server
@@ -209,7 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 _DESCRIPTION = """\
-Run a swarm server, start and follow swarm runs on one, or serve them as MCP tools.
+Run a swarm server, start and follow swarm runs on one, or serve them as MCP tools; show
+and plot what the swarms in Inspect logs did.
 
 Client commands talk to the server that --api-url and --api-key give, else the one
 MARITIME_API_URL and MARITIME_API_KEY give, else the current context's: the server that
