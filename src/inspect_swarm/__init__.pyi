@@ -50,6 +50,7 @@ from ._controllers._stops import (
 )
 from ._controllers._verified import verified
 from ._controllers._vote import vote
+from ._scores import member_scores
 from ._swarm import swarm
 from ._tools._channel_tools import swarm_tools
 from ._tools._notice import swarm_on_continue
@@ -89,6 +90,7 @@ __all__ = [
     "filesystem",
     "leaderless",
     "member",
+    "member_scores",
     "quiescence",
     "quiescent",
     "rounds",
