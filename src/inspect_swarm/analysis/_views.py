@@ -27,10 +27,13 @@ class TimelineSpan:
     """Something a member did for a while: a model call, a tool call or a wait."""
 
     member: str
+    """The member's name: its lane."""
     kind: SpanKind
+    """`"model"`, `"tool"` or `"wait"`."""
     start: float
     """Seconds from the swarm's start."""
     end: float
+    """Seconds from the swarm's start to the span's end."""
     label: str
     """The tool's name, or the model's."""
 
@@ -40,8 +43,11 @@ class TimelineMark:
     """Something that happened to a member at one time: a board write or read, its end."""
 
     member: str
+    """The member's name: its lane."""
     kind: MarkKind
+    """`"write"`, `"read"` or `"end"`."""
     time: float
+    """Seconds from the swarm's start."""
     label: str
     """The channel, for a write or read; how the member ended (its status), for its end."""
 
@@ -53,12 +59,15 @@ class SwarmTimeline:
     members: list[str]
     """The lanes, in roster order."""
     spans: list[TimelineSpan]
+    """What the members did for a while, in the order of the events that show it."""
     marks: list[TimelineMark]
+    """What happened to the members at one time, in time order."""
     end: float
     """Seconds from the swarm's start to its end."""
     stop: float | None
     """When the swarm's stop began (`None` if it never did)."""
     stop_reason: str | None
+    """Why the swarm stopped, as its stop event gives it (`None` if it never did)."""
     grace_end: float | None
     """When the grace period after the stop ran out, or the swarm ended, whichever came
     first."""
@@ -238,6 +247,7 @@ class SweepArm:
     arm: dict[str, Any]
     """The eval's task and solver arguments that set the arm apart."""
     label: str
+    """The arm's arguments in one short line, for a legend."""
     scores: list[float]
     """Each sample's score (every epoch), in the logs' order."""
     costs: list[float]
@@ -247,10 +257,12 @@ class SweepArm:
 
     @property
     def score(self) -> float:
+        """The mean score over the arm's samples (NaN with none)."""
         return statistics.fmean(self.scores) if self.scores else math.nan
 
     @property
     def cost(self) -> float:
+        """The mean realized cost in dollars over the arm's samples (NaN with none)."""
         return statistics.fmean(self.costs) if self.costs else math.nan
 
     @property
@@ -260,6 +272,7 @@ class SweepArm:
 
     @property
     def cost_spread(self) -> float:
+        """The population standard deviation of the arm's costs (NaN with none)."""
         return statistics.pstdev(self.costs) if self.costs else math.nan
 
 
