@@ -296,10 +296,12 @@ class LocalEngine:
                 self._give_back(run.size)
 
     async def _one(self, run: _Run, idx: int, scope: anyio.CancelScope, slot: _Slot) -> None:
+        # the output so far is the sandbox's even when it is stopped midway
+        tails = Tails()
         outcome = Outcome("failed", "server stopped")
         try:
             with scope:
-                outcome = await self._execute(run, idx, slot)
+                outcome = await self._execute(run, idx, slot, tails)
             if scope.cancelled_caught:
                 outcome = Outcome(*run.ending)
         except Exception as ex:
@@ -307,11 +309,11 @@ class LocalEngine:
             logger.exception("sandbox %s of run %s failed", idx, run.id)
             outcome = Outcome("failed", f"internal error: {type(ex).__name__}: {ex}")
         finally:
-            self.runs.set_ended(run.id, idx, outcome)
+            self.runs.set_ended(run.id, idx, tails.onto(outcome))
             del run.active[idx]
             self._maybe_complete(run.id)
 
-    async def _execute(self, run: _Run, idx: int, slot: _Slot) -> Outcome:
+    async def _execute(self, run: _Run, idx: int, slot: _Slot, tails: Tails) -> Outcome:
         sandbox_id, item = self.runs.input(run.id, idx)
         try:
             sandbox = await self._sandbox_for(run, sandbox_id, slot)
@@ -319,7 +321,7 @@ class LocalEngine:
             return Outcome("failed", f"boot failed: {ex}")
         keep = False
         try:
-            outcome = await self._command(run, idx, sandbox, item)
+            outcome = await self._command(run, idx, sandbox, item, tails)
             keep = bool(run.queue) and sandbox.reusable
             return outcome
         finally:
@@ -345,7 +347,9 @@ class LocalEngine:
         slot.sandbox = await self.host.create(sandbox_id, limits(run.size))
         return slot.sandbox
 
-    async def _command(self, run: _Run, idx: int, sandbox: Sandbox, item: SandboxInput) -> Outcome:
+    async def _command(
+        self, run: _Run, idx: int, sandbox: Sandbox, item: SandboxInput, tails: Tails
+    ) -> Outcome:
         record, spec = run.record, run.record.spec
         for path, content in item.files.items():
             try:
@@ -365,15 +369,13 @@ class LocalEngine:
             process = await sandbox.exec(spec.argv(item), env)
         except SandboxError as ex:
             return Outcome("failed", str(ex))
-        tails = {"stdout": bytearray(), "stderr": bytearray()}
+        tails.began = True
         with anyio.move_on_after(spec.timeout_seconds) as deadline:
-            code = await follow(process, tails)
-        stdout, stderr = (tails[s].decode(errors="replace") for s in ("stdout", "stderr"))
+            code = await follow(process, tails.streams)
         if deadline.cancelled_caught:
-            error = f"timeout after {spec.timeout_seconds}s"
-            return Outcome("failed", error, stdout_tail=stdout, stderr_tail=stderr)
+            return tails.onto(Outcome("failed", f"timeout after {spec.timeout_seconds}s"))
         exit_code = code if code >= 0 else 128 - code
-        ended = Outcome("failed", None, exit_code, stdout, stderr)
+        ended = tails.onto(Outcome("failed", None, exit_code))
         if await anyio.to_thread.run_sync(sandbox.oom_killed):
             return replace(ended, error=f"out of memory ({spec.size.memory_gb} GiB)")
         if code != 0:
@@ -388,6 +390,24 @@ async def _supervised(func: Callable[..., Coroutine[Any, Any, Any]], *args: Any)
         await func(*args)
     except Exception:
         logger.exception("a task of the swarm engine failed: %s", getattr(func, "__name__", func))
+
+
+@dataclass
+class Tails:
+    """The last bytes a sandbox's command wrote to stdout and stderr, so far."""
+
+    streams: dict[str, bytearray] = field(
+        default_factory=lambda: {"stdout": bytearray(), "stderr": bytearray()}
+    )
+    began: bool = False
+    """Whether the command started (a sandbox stopped before it has no tails)."""
+
+    def onto(self, outcome: Outcome) -> Outcome:
+        """`outcome` with the tails so far, once the command began."""
+        if not self.began:
+            return outcome
+        out, err = (self.streams[s].decode(errors="replace") for s in ("stdout", "stderr"))
+        return replace(outcome, stdout_tail=out, stderr_tail=err)
 
 
 async def follow(process: ChildProcess, tails: dict[str, bytearray]) -> int:

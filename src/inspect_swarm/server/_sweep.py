@@ -77,7 +77,8 @@ def sweep(
             See `sample_arms` for one sandbox per sample.
         log_dir: The sweep's log directory (absolute); arm logs go to `<log_dir>/<arm>`.
             On this package's server, start it with `--share` on this directory.
-        client: The Swarms client (default: one from MARITIME_API_KEY / MARITIME_API_URL).
+        client: The Swarms client (default: `SwarmsClient()`, which finds its server as the
+            CLI does: MARITIME_API_URL and MARITIME_API_KEY, else the current context).
         size: The size of each sandbox.
         timeout_seconds: How long each arm may run.
         concurrency: The most arms at once (default: as many as fit).
