@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import TaskGroup
 
 from ._cgroups import Limits
@@ -219,6 +220,9 @@ class LocalEngine:
             with anyio.move_on_after(_TICK_SECONDS):
                 await self._wakeup.wait()
             self._wakeup = anyio.Event()
+            # trio runs a batch of ready tasks in either order: one more turn lets every
+            # request that was ready at the wake-up run before the next pass
+            await anyio.lowlevel.checkpoint()
 
     def _wake(self) -> None:
         self._wakeup.set()
