@@ -30,9 +30,10 @@ from inspect_ai.tool import Tool
 from inspect_ai.util._span import _current_agent_span_id
 
 from inspect_swarm import shared_memory
-from inspect_swarm._bus._bus import Bus
 from inspect_swarm._context import _member, _swarm
-from inspect_swarm._roster import Delivery, MemberInfo, MemberState
+from inspect_swarm._contracts._roster import Delivery, MemberInfo, MemberState
+from inspect_swarm._runtime._bus._bus import SwarmBus
+from inspect_swarm._runtime._member_run import MemberComm
 
 MEMBERS = [f"m-{i}" for i in range(1, 9)]
 FILES = 100
@@ -45,7 +46,9 @@ class Host:
     def __init__(self) -> None:
         self._roster = [MemberInfo(n) for n in MEMBERS]
         self._t0 = time.perf_counter()
-        self.bus = Bus(self, [shared_memory(rate=None, max_board_bytes=16_777_216)])  # type: ignore[arg-type]
+        channels = [shared_memory(rate=None, max_board_bytes=16_777_216)]
+        comms = {m.name: MemberComm() for m in self._roster}
+        self.bus = SwarmBus(self, channels, comms)  # type: ignore[arg-type]
 
     @property
     def roster(self) -> Sequence[MemberInfo]:

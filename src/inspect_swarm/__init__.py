@@ -7,63 +7,8 @@ information; a budget caps what the swarm spends. The swarm records what it did 
 store: `inspect_swarm:result`, `inspect_swarm:ledger` and `inspect_swarm:metrics`.
 """
 
-from ._budget import Budget, BudgetUsage, SwarmBudget, swarm_budget
-from ._bus._notice import swarm_on_continue
-from ._bus._record import Record
-from ._bus._tools import swarm_tools
-from ._channel._channel import (
-    Channel,
-    ChannelRun,
-    ChannelState,
-    NoticeLine,
-    WaitingState,
-    WaitNews,
-    WaitSpec,
-    swarm_channel,
-)
-from ._channel.filesystem import filesystem
-from ._channel.shared_memory import shared_memory
-from ._controller._control import MemberEnded, MemberHandle, SwarmControl, SwarmEvent
-from ._controller._controller import Controller, FinalName, StopReason, swarm_controller
-from ._controller.leaderless import leaderless
-from ._member import Member, member
-from ._react import swarm_react
-from ._roster import MemberInfo, MemberState
-from ._swarm import swarm
-from ._tools import swarm_resources
+import lazy_loader
 
-__all__ = [
-    "Budget",
-    "BudgetUsage",
-    "Channel",
-    "ChannelRun",
-    "ChannelState",
-    "Controller",
-    "FinalName",
-    "Member",
-    "MemberEnded",
-    "MemberHandle",
-    "MemberInfo",
-    "MemberState",
-    "NoticeLine",
-    "Record",
-    "StopReason",
-    "SwarmBudget",
-    "SwarmControl",
-    "SwarmEvent",
-    "WaitNews",
-    "WaitSpec",
-    "WaitingState",
-    "filesystem",
-    "leaderless",
-    "member",
-    "shared_memory",
-    "swarm",
-    "swarm_budget",
-    "swarm_channel",
-    "swarm_controller",
-    "swarm_on_continue",
-    "swarm_react",
-    "swarm_resources",
-    "swarm_tools",
-]
+# Each public name is imported on first use, from the imports of `__init__.pyi`, so that the
+# swarm server and its client (`inspect_swarm.server`) start without importing inspect_ai.
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -1,7 +1,7 @@
 """Where code inside a swarm finds the run and the member it belongs to.
 
-The runtime sets these ContextVars; everything else (channels, the bus, the budget
-view, the scripted model) only reads them. Child tasks copy them, so a member's
+The runtime sets these ContextVars; everything else (the run-time tools, the bus, the hooks,
+the scripted model) only reads them. Child tasks copy them, so a member's
 subagents, background work and tool calls all see their member.
 """
 
@@ -9,17 +9,34 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal, Protocol
 
-from ._roster import Delivery, MemberInfo, MemberState
+from inspect_ai.model import ChatMessageUser, ModelUsage
+from inspect_ai.tool import Tool
 
-if TYPE_CHECKING:
-    from ._bus._bus import Bus
-    from ._ledger import SwarmMeter, Verdict
+from ._contracts._budget import SwarmBudget
+from ._contracts._roster import Delivery, MemberInfo, MemberState
+from ._contracts._status import MemberStatus
+
+
+class MemberBus(Protocol):
+    """The run's bus as a member's own tools reach it (`swarm_tools()`, `swarm_on_continue()`)."""
+
+    def channel_tools(self, member: str) -> list[Tool]:
+        """The tools the calling loop of `member` gets from the swarm's channels."""
+        ...
+
+    def notice(self, *, deliver: bool = True) -> ChatMessageUser | None:
+        """The notice for the calling loop at its turn boundary, if it gets one."""
+        ...
 
 
 class SwarmHost(Protocol):
-    """What the runtime of one swarm run offers the rest of the package."""
+    """What the runtime of one swarm run offers the code that runs inside it.
+
+    The run implements it; the run-time tools, the bus, the hooks and the scripted model
+    depend on this protocol only, never on the run itself.
+    """
 
     @property
     def roster(self) -> Sequence[MemberInfo]: ...
@@ -30,10 +47,7 @@ class SwarmHost(Protocol):
         ...
 
     @property
-    def bus(self) -> Bus | None: ...
-
-    @property
-    def meter(self) -> SwarmMeter: ...
+    def bus(self) -> MemberBus | None: ...
 
     def clock(self) -> float:
         """Seconds since the swarm started."""
@@ -41,7 +55,7 @@ class SwarmHost(Protocol):
 
     def member_state(self, name: str) -> MemberState: ...
 
-    def member_status(self, name: str) -> str | None: ...
+    def member_status(self, name: str) -> MemberStatus | None: ...
 
     def agent_returned(self, name: str) -> bool:
         """The member's own agent has finished (it may still be draining background work)."""
@@ -59,13 +73,18 @@ class SwarmHost(Protocol):
         """The id of the member's own agent span (its own loop), once it has started."""
         ...
 
+    def budget(self, member: str | None) -> SwarmBudget:
+        """The budget as `member` sees it (None: outside every member)."""
+        ...
+
     def before_generate(self, member: str | None, messages: int) -> None:
         """A call with `messages` input messages is about to be dispatched: refuse it (by
         raising) if the member is stopped."""
         ...
 
-    def on_charge_verdict(self, member: str | None, verdict: Verdict | None) -> None:
-        """A completed call of `member` (None outside every member) reached a cap or its share."""
+    def charge(self, model: str, usage: ModelUsage, *, cached: bool) -> None:
+        """A call of the calling member (or of the phase outside every member) completed with
+        `usage`: meter it, and end the member (or the swarm) at a share or cap it reached."""
         ...
 
 

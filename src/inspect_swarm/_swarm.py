@@ -1,3 +1,6 @@
+"""`swarm()`: the agent. It resolves and checks the roster, controller, channels and budget
+when called, and runs a `SwarmRun` in each sample."""
+
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -5,14 +8,14 @@ from inspect_ai._util.registry import registry_info, registry_unqualified_name
 from inspect_ai.agent import Agent, AgentState, agent
 from inspect_ai.model import Model, get_model
 
-from ._budget import Budget, check_split
-from ._channel._channel import Channel
-from ._channel.filesystem import FilesystemChannel
-from ._controller._controller import Controller
-from ._factory import create_by_name
-from ._member import Member, MemberSpec, member_from_value, resolve_roster
+from ._channels._filesystem_channel import FilesystemChannel
+from ._contracts._budget import Budget, check_split
+from ._contracts._channel import Channel
+from ._contracts._controller import Controller
+from ._contracts._factory import create_by_name
+from ._contracts._member import Member, MemberSpec, member_from_value, resolve_roster
 from ._run import SwarmRun
-from ._sandbox import check_member_sandboxes
+from ._runtime._sandbox import check_member_sandboxes
 
 
 @agent
@@ -25,20 +28,31 @@ def swarm(
 ) -> Agent:
     """A swarm of agents working on one sample.
 
-    Each member gets a timeline in the sample named after it, so member names must be unique
-    across the swarm runs and other timelines in a sample. To run swarms more than once in one
-    sample, build them with distinct member names. A member may not be named `init`, `solvers`
-    or `scorers`: Inspect's timelines read spans with those names as the sample's phases.
+    The sample gets one timeline per member, named after the member, so a member's name must
+    differ from every other timeline's in the sample, the other swarms' members included: a
+    sample that runs swarms more than once builds each with names of its own. Nor may a member
+    be called `init`, `solvers` or `scorers`, the span names Inspect's timelines take for the
+    sample's phases.
 
     Args:
         members: The roster: built agents or `member()` records. A bare agent is
             `member(agent)`. A factory-form `member()` may stand for several members (`count`).
-        controller: How the swarm runs: who starts, when and with what input, and when the swarm
-            is done. A name resolves to a registered controller with its default parameters.
-        channels: How members share information. A name resolves to a registered channel with
-            its default parameters. `[]` means none: members get no channel instructions, though
-            a shared sandbox is still shared.
-        budget: The swarm-wide cap.
+        controller: What runs the swarm: it decides which members start, when, on what input,
+            and when the swarm has finished. A name stands for that registered controller,
+            built with its defaults.
+        channels: The ways members share information. A name stands for that registered
+            channel, built with its defaults. `[]` gives none, and members then get no channel
+            instructions (a sandbox they share stays shared all the same).
+        budget: The swarm-wide caps.
+
+    Returns:
+        The swarm, an agent to use as a task's solver or inside another agent.
+
+    Raises:
+        TypeError: `controller`, `channels` or `budget` is not of a type it accepts.
+        ValueError: The parts do not fit together: a roster the controller or a channel
+            refuses, repeated channels, a split with the wrong number of weights, or member
+            sandboxes the channels cannot serve.
     """
     roster = resolve_roster(_records(members))
     ctrl = _controller(controller)

@@ -9,23 +9,27 @@ import pytest
 from inspect_ai import Task, eval
 from inspect_ai.analysis import SampleSummary, samples_df
 from inspect_ai.dataset import Sample
-from inspect_ai.model import Model
+from inspect_ai.model import Model, ModelUsage
 from inspect_ai.model._model_info import clear_model_info_cache
 from inspect_ai.solver import Generate, TaskState, solver
 
 from inspect_swarm import _context
-from inspect_swarm._budget import Budget
-from inspect_swarm._ledger import MemberOutcome, SwarmMeter, write_ledger
+from inspect_swarm._contracts._budget import Budget
+from inspect_swarm._runtime._sample_records import write_ledger
+from inspect_swarm._runtime._tap import TranscriptTap, tapped
 from inspect_swarm.analysis import SwarmColumns
 from inspect_swarm.scripted import scripted_model
 
+from ..budget.budget_harness import budget_parts
+
 
 class Host:
-    def __init__(self, meter: SwarmMeter) -> None:
-        self.meter = meter
+    def __init__(self, budget: Budget, model: Model) -> None:
+        self.runs, self.meter, self.enforcer = budget_parts(budget, ["m"], [model])
 
-    def on_charge_verdict(self, member: str | None, verdict: str | None) -> None:
-        pass
+    def charge(self, model: str, usage: ModelUsage, *, cached: bool) -> None:
+        member = self.runs[0] if _context.current_member() == "m" else None
+        self.enforcer.charge(model, usage, member, cached=cached)
 
     def before_generate(self, member: str | None, messages: int) -> None:
         pass
@@ -36,27 +40,25 @@ def one_member(model: Model, budget: Budget, calls: int) -> Any:
     """A swarm of one member, `m`, metered as the runtime meters it."""
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
-        from inspect_swarm._hooks import metering
-
-        meter = SwarmMeter(budget, [("m", False)], [model])
-        host = Host(meter)
+        host = Host(budget, model)
         token = _context._swarm.set(host)  # type: ignore[arg-type]
-        meter.open()
-        with metering(host):  # type: ignore[arg-type]
+        host.meter.open()
+        host.enforcer.open()
+        with tapped(TranscriptTap(host, {"m": host.runs[0]}, host.meter)):  # type: ignore[arg-type]
             _context._member.set("m")
             for _ in range(calls):
                 await model.generate("go")
             _context._member.set(None)
+        host.runs[0].status = "submitted"
         write_ledger(
-            meter.ledger(
-                members=[MemberOutcome("m", "submitted")],
+            host.enforcer.ledger(
                 stop_reason="submitted",
                 ended_by=None,
                 interrupted=False,
                 final_cancelled=False,
                 resumed=False,
                 elapsed=1.0,
-            )
+            ).model_dump(mode="json")
         )
         _context._swarm.reset(token)
         return state

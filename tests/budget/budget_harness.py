@@ -1,10 +1,12 @@
 """Test harness: a stand-in for the swarm runtime: it meters simulated members the way the runtime will.
 
-Members are simulated by setting the `_context` ContextVars in child tasks; the meter is opened,
-hooked (`SwarmMeterHooks`) and subscribed (`metering()`) as the runtime does it.
+Members are simulated by setting the `_context` ContextVars in child tasks; the meter and the
+budget's enforcer are opened, hooked (`SwarmMeterHooks`) and tapped (`tapped()`) as the runtime
+does it. The host records the rule each charged call reached and stops members itself.
 """
 
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,22 +14,55 @@ import anyio
 from inspect_ai import Task, eval_async
 from inspect_ai.dataset import Sample
 from inspect_ai.log import EvalLog, EvalSample
-from inspect_ai.model import Model
+from inspect_ai.model import Model, ModelUsage
 from inspect_ai.solver import Generate, TaskState, solver
 from inspect_ai.util import store
 
 from inspect_swarm import _context
-from inspect_swarm._budget import Budget
-from inspect_swarm._hooks import metering
-from inspect_swarm._ledger import MemberOutcome, SwarmMeter, write_ledger
+from inspect_swarm._contracts._budget import Budget, SwarmBudget
+from inspect_swarm._contracts._member import Member, MemberSpec
+from inspect_swarm._runtime._enforce import BudgetEnforcer
+from inspect_swarm._runtime._member_run import MemberRun
+from inspect_swarm._runtime._meter import SwarmMeter
+from inspect_swarm._runtime._sample_records import write_ledger
+from inspect_swarm._runtime._tap import TranscriptTap, tapped
 from inspect_swarm.scripted import scripted_model
+
+
+@dataclass(frozen=True)
+class MemberOutcome:
+    """How a simulated member ended, for its ledger entry."""
+
+    name: str
+    status: str | None
+    cancelled: bool = False
+    background_started: int = 0
+    background_cancelled: int = 0
+
+
+def member_runs(names: Sequence[str]) -> list[MemberRun]:
+    """The swarm's per-member state for simulated (native) members."""
+    return [
+        MemberRun(MemberSpec(name=name, record=Member(bridged=False), index=i, sandbox=None))
+        for i, name in enumerate(names)
+    ]
+
+
+def budget_parts(
+    budget: Budget, members: Sequence[str], models: Sequence[Any]
+) -> tuple[list[MemberRun], SwarmMeter, BudgetEnforcer]:
+    """The members' state, the meter and the budget's enforcer of a simulated swarm."""
+    runs = member_runs(members)
+    meter = SwarmMeter(runs, list(models))
+    return runs, meter, BudgetEnforcer(budget, meter, runs, lambda _: None, lambda: False)
 
 
 class FakeHost:
     """The parts of the runtime's host the meter and its hooks use."""
 
-    def __init__(self, meter: SwarmMeter, members: Sequence[str]) -> None:
-        self.meter = meter
+    def __init__(self, budget: Budget, members: Sequence[str], models: Sequence[Any]) -> None:
+        self.runs, self.meter, self.enforcer = budget_parts(budget, members, models)
+        self.by_name = {m.name: m for m in self.runs}
         self.members = list(members)
         self.verdicts: list[tuple[str | None, str]] = []
         self.stopped: set[str] = set()
@@ -66,6 +101,30 @@ class FakeHost:
     def before_generate(self, member: str | None, messages: int) -> None:
         pass
 
+    def charge(self, model: str, usage: ModelUsage, *, cached: bool) -> None:
+        member = _context.current_member()
+        m = self.by_name.get(member) if member is not None else None
+        self.on_charge_verdict(member, self.enforcer.charge(model, usage, m, cached=cached))
+
+    def budget(self, member: str | None) -> SwarmBudget:
+        return self.enforcer.view(self.by_name.get(member or ""), self.clock())
+
+    def ledger(self) -> Any:
+        for m in self.runs:
+            outcome = self.outcomes[m.name]
+            m.status = outcome.status  # type: ignore[assignment]
+            m.cancelled = outcome.cancelled
+            m.background.started = outcome.background_started
+            m.background.cancelled = outcome.background_cancelled
+        return self.enforcer.ledger(
+            stop_reason=self.stop_reason,  # type: ignore[arg-type]
+            ended_by=None,
+            interrupted=self.interrupted,
+            final_cancelled=self.final_cancelled,
+            resumed=False,
+            elapsed=self.clock(),
+        )
+
 
 Body = Callable[[FakeHost, Model], Awaitable[None]]
 
@@ -99,28 +158,20 @@ def metered(
     body: Body, budget: Budget, members: Sequence[str], model: Model, models: Sequence[Any]
 ) -> Any:
     async def solve(state: TaskState, generate: Generate) -> TaskState:
-        meter = SwarmMeter(budget, [(m, False) for m in members], list(models))
-        host = FakeHost(meter, members)
+        host = FakeHost(budget, members, models)
         token = _context._swarm.set(host)  # type: ignore[arg-type]
         try:
-            meter.open()
-            store().set("test:caps", meter.caps.as_dict())
-            with metering(host):  # type: ignore[arg-type]
+            host.meter.open()
+            host.enforcer.open()
+            store().set("test:caps", host.enforcer.caps.as_dict())
+            tap = TranscriptTap(host, host.by_name, host.meter)  # type: ignore[arg-type]
+            with tapped(tap):
                 await body(host, model)
         except BaseException:
             host.interrupted = True
             raise
         finally:
-            ledger = meter.ledger(
-                members=list(host.outcomes.values()),
-                stop_reason=host.stop_reason,
-                ended_by=None,
-                interrupted=host.interrupted,
-                final_cancelled=host.final_cancelled,
-                resumed=False,
-                elapsed=host.clock(),
-            )
-            write_ledger(ledger)
+            write_ledger(host.ledger().model_dump(mode="json"))
             store().set("test:verdicts", [list(v) for v in host.verdicts])
             _context._swarm.reset(token)
         return state

@@ -3,7 +3,7 @@ from inspect_ai._util.config import parse_cli_args
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
-from inspect_swarm._budget import Budget, check_split
+from inspect_swarm._contracts._budget import Budget, check_split
 
 
 def test_defaults() -> None:

@@ -10,9 +10,10 @@ from inspect_ai.model import Model
 from inspect_ai.solver import Generate, TaskState, solver
 from inspect_ai.util import store
 
-from inspect_swarm._budget import Budget, derive_caps, effective_grace
-from inspect_swarm._ledger import SwarmMeter
+from inspect_swarm._contracts._budget import Budget, derive_caps, effective_grace
 from inspect_swarm.scripted import scripted_model
+
+from .budget_harness import budget_parts
 
 BUDGETS = {
     "default": Budget(),
@@ -33,9 +34,10 @@ def derive(budget: Budget, model: Model) -> Any:
             store().set(f"caps:{name}", [caps.cost, caps.tokens, caps.token_type, caps.time])
             store().set(f"grace:{name}", effective_grace(b))
         for n in (1, 3):
-            meter = SwarmMeter(budget, [(f"m{i}", False) for i in range(n)], [model])
+            _, meter, enforcer = budget_parts(budget, [f"m{i}" for i in range(n)], [model])
             meter.open()
-            store().set(f"meter:{n}", meter.caps.as_dict())
+            enforcer.open()
+            store().set(f"meter:{n}", enforcer.caps.as_dict())
         return state
 
     return solve

@@ -10,12 +10,19 @@ from inspect_ai.model import Model, ModelAPI, ModelOutput, get_model, modelapi
 from inspect_ai.util import suspend_token_limit
 
 from inspect_swarm import _context
-from inspect_swarm._budget import Budget
-from inspect_swarm._ledger import MemberOutcome
+from inspect_swarm._contracts._budget import Budget
 from inspect_swarm.analysis import SwarmLedger, swarm_ledger
 from inspect_swarm.scripted import scripted_model
 
-from .budget_harness import FakeHost, as_member, as_phase, members_body, run_meter, script
+from .budget_harness import (
+    FakeHost,
+    MemberOutcome,
+    as_member,
+    as_phase,
+    members_body,
+    run_meter,
+    script,
+)
 
 pytestmark = pytest.mark.anyio
 

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from inspect_swarm._budget import Caps, budget_preamble, split_shares
+from inspect_swarm._contracts._budget import Caps, budget_preamble, split_shares
 
 
 def test_pool_has_no_shares() -> None:

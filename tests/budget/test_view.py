@@ -8,8 +8,8 @@ from inspect_ai.model import Model
 from inspect_ai.util import store
 
 from inspect_swarm import _context
-from inspect_swarm._budget import Budget, BudgetUsage, swarm_budget
-from inspect_swarm._tools import swarm_resources
+from inspect_swarm._contracts._budget import Budget, BudgetUsage
+from inspect_swarm._tools._resources import swarm_budget, swarm_resources
 
 from .budget_harness import FakeHost, run_meter
 

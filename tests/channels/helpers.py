@@ -11,10 +11,11 @@ from inspect_ai.log._transcript import Transcript, init_transcript, transcript
 from inspect_ai.tool import Tool
 from inspect_ai.util._span import _current_agent_span_id, _current_span_id
 
-from inspect_swarm._bus._bus import Bus
-from inspect_swarm._channel._channel import Channel
 from inspect_swarm._context import _member, _swarm
-from inspect_swarm._roster import Delivery, MemberInfo, MemberState
+from inspect_swarm._contracts._channel import Channel
+from inspect_swarm._contracts._roster import Delivery, MemberInfo, MemberState
+from inspect_swarm._runtime._bus._bus import SwarmBus
+from inspect_swarm._runtime._member_run import MemberComm
 
 
 class FakeHost:
@@ -37,7 +38,8 @@ class FakeHost:
         self.deliveries: dict[str, Delivery] = delivery or {}
         self.is_stopping = False
         self._swarm_token = _swarm.set(self)  # type: ignore[arg-type]
-        self.bus_: Bus = Bus(self, channels)  # type: ignore[arg-type]
+        self.comms = {n: MemberComm() for n in names}
+        self.bus_: SwarmBus = SwarmBus(self, channels, self.comms)  # type: ignore[arg-type]
 
     @property
     def roster(self) -> Sequence[MemberInfo]:
@@ -48,7 +50,7 @@ class FakeHost:
         return self.is_stopping
 
     @property
-    def bus(self) -> Bus:
+    def bus(self) -> SwarmBus:
         return self.bus_
 
     @property

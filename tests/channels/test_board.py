@@ -7,7 +7,7 @@ import re
 import anyio
 import pytest
 
-from inspect_swarm._channel.shared_memory import shared_memory
+from inspect_swarm._channels._shared_memory import shared_memory
 
 from .helpers import FakeHost, acting, call, comm_events
 
@@ -338,7 +338,7 @@ async def test_tool_parameters_follow_memory() -> None:
 
 
 async def test_replaying_delivered_writes_rebuilds_every_version() -> None:
-    from inspect_swarm._channel._board import appended, inserted
+    from inspect_swarm._channels._board import appended, inserted
 
     h = board(rate=None)
     versions: dict[tuple[str, int], str] = {}

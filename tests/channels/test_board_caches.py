@@ -13,9 +13,9 @@ from inspect_ai.event import InfoEvent
 from inspect_ai.log import transcript
 from inspect_ai.tool import ToolError
 
-from inspect_swarm._bus._evidence import EvidenceLog
-from inspect_swarm._channel.shared_memory import shared_memory
+from inspect_swarm._channels._shared_memory import shared_memory
 from inspect_swarm._context import _swarm
+from inspect_swarm._runtime._bus._evidence import EvidenceLog
 
 from .helpers import FakeHost, acting, call, tool_named
 

@@ -16,8 +16,8 @@ from inspect_swarm import (
     swarm,
     swarm_channel,
 )
-from inspect_swarm._channel.filesystem import FilesystemChannel
-from inspect_swarm._channel.shared_memory import SharedMemoryChannel
+from inspect_swarm._channels._filesystem_channel import FilesystemChannel
+from inspect_swarm._channels._shared_memory import SharedMemoryChannel
 
 from ..runtime.helpers import run
 

@@ -20,7 +20,7 @@ from inspect_swarm import (
     swarm_react,
     swarm_tools,
 )
-from inspect_swarm._channel._board import appended, inserted
+from inspect_swarm._channels._board import appended, inserted
 
 from ..runtime.helpers import (
     ALL_RUN,

@@ -10,11 +10,11 @@ from inspect_ai.agent import AgentState
 from inspect_ai.model import ChatMessageAssistant, ChatMessageUser, ModelOutput
 from inspect_ai.tool import ToolCall, ToolError
 
-from inspect_swarm._bus._notice import swarm_on_continue
-from inspect_swarm._bus._tools import swarm_tools
-from inspect_swarm._channel._channel import Channel, ChannelRun, ChannelState
-from inspect_swarm._channel.filesystem import filesystem
-from inspect_swarm._channel.shared_memory import shared_memory
+from inspect_swarm._channels._filesystem_channel import filesystem
+from inspect_swarm._channels._shared_memory import shared_memory
+from inspect_swarm._contracts._channel import Channel, ChannelRun, ChannelState
+from inspect_swarm._tools._channel_tools import swarm_tools
+from inspect_swarm._tools._notice import swarm_on_continue
 
 from .helpers import FakeHost, acting, call, comm_events, tool_named
 

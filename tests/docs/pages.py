@@ -55,6 +55,7 @@ SKIP_REASONS = (
     "runs the whole test suite",
     "serves until stopped",
     "runs the benchmarks",
+    "needs the hosted service",
 )
 """The reasons a block may give for never running here."""
 
@@ -190,6 +191,8 @@ def run_page(path: Path, workdir: Path) -> list[Skipped]:
         "INSPECT_LOG_DIR": str(workdir / "logs"),
         "INSPECT_DISPLAY": "none",
         "INSPECT_LOG_LEVEL": "warning",
+        # a reader of the page is a user of their own: the contexts a server records go here
+        "XDG_CONFIG_HOME": str(workdir / "config"),
     }
     shell = Shell(workdir, env)
     document = blocks(path)

@@ -9,7 +9,7 @@ from inspect_ai.util import cost_limit, message_limit, time_limit, token_limit, 
 from inspect_swe import claude_code
 
 from inspect_swarm import Budget, member, shared_memory, swarm
-from inspect_swarm._member import resolve_roster
+from inspect_swarm._contracts._member import resolve_roster
 
 from ..runtime.helpers import ALL_RUN, ledger_member, metrics_member, run, statuses
 from .agents import background_then_bridge, bridged_with_background, cli_agent

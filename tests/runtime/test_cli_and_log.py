@@ -140,6 +140,7 @@ def test_the_log_rebuilds_the_swarm(tmp_path: Path) -> None:
     assert logged.solver_args["controller"]["params"] == {
         "stop_on_submission": False,
         "final": None,
+        "stop": None,
     }
     rebuilt = solver_from_spec(
         SolverSpec(logged.solver or "", logged.solver_args, logged.solver_args_passed or {})

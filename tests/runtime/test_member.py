@@ -5,7 +5,7 @@ from inspect_ai.agent import Agent, AgentState, agent, react
 from inspect_ai.util import message_limit, token_limit, working_limit
 
 from inspect_swarm import Member, member, swarm
-from inspect_swarm._member import resolve_roster
+from inspect_swarm._contracts._member import resolve_roster
 
 
 def names(*records: Member) -> list[str]:
@@ -119,7 +119,7 @@ def test_logged_form_rebuilds_the_member() -> None:
         "count": 2,
         "limits": [{"type": "token", "limit": 1000}],
     }
-    from inspect_swarm._member import member_from_value
+    from inspect_swarm._contracts._member import member_from_value
 
     rebuilt = member_from_value(logged)
     assert rebuilt.factory is react and rebuilt.args == {"prompt": "hi"}
@@ -127,7 +127,7 @@ def test_logged_form_rebuilds_the_member() -> None:
 
 
 def test_cli_dict_form() -> None:
-    from inspect_swarm._member import member_from_value
+    from inspect_swarm._contracts._member import member_from_value
 
     record = member_from_value({"factory": "react", "count": 4})
     assert names(record) == ["react-1", "react-2", "react-3", "react-4"]

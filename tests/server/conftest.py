@@ -54,6 +54,25 @@ def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "inspect_swarm.server._cli", *args]
 
 
+SCRIPT = str(Path(sys.executable).parent / "inspect-swarm")
+"""The console script, as a user runs it."""
+
+
+def run_script(
+    *args: str, stdin: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`inspect-swarm ARGS` run to its end, its output in pipes (and `stdin` its input)."""
+    return subprocess.run(
+        [SCRIPT, *args],
+        input=stdin,
+        stdin=subprocess.DEVNULL if stdin is None else None,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+
+
 ACCOUNTS = (KEY, OTHER_KEY, f"{READ_ONLY_KEY}:read")
 
 
@@ -74,9 +93,14 @@ def environment_args() -> list[str]:
     return ["--share", str(Path(sys.prefix).parent), *([] if exposed else ["--expose", str(base)])]
 
 
-def start_server(state_dir: Path, *extra: str, keys: tuple[str, ...] = ACCOUNTS) -> Server:
-    """Start `inspect-swarm server` (with `keys`, one account each) on a free loopback port
-    and wait until it answers."""
+def start_server(
+    state_dir: Path,
+    *extra: str,
+    keys: tuple[str, ...] = ACCOUNTS,
+    env: dict[str, str] | None = None,
+) -> Server:
+    """Start `inspect-swarm server` (with `keys`, one account each, and `env` added to the
+    environment) on a free loopback port and wait until it answers."""
     state_dir.mkdir(parents=True, exist_ok=True)
     ready = state_dir.parent / f"{state_dir.name}.ready"
     ready.unlink(missing_ok=True)
@@ -91,12 +115,16 @@ def start_server(state_dir: Path, *extra: str, keys: tuple[str, ...] = ACCOUNTS)
         str(state_dir),
         "--min-timeout",
         "1",
+        "--no-context",  # leave the config of the tests (and benchmarks) alone
         *(arg for key in keys for arg in ("--api-key", key)),
         *extra,
     )
     log = (state_dir.parent / f"{state_dir.name}.log").open("ab")
     process = subprocess.Popen(
-        cli("server", *args), stdout=log, stderr=log, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        cli("server", *args),
+        stdout=log,
+        stderr=log,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
     )
     for _ in range(300):
         if ready.exists() and ready.read_text():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 import pytest
@@ -223,3 +224,106 @@ async def test_async_sandbox_calls_against_the_server(server: Server) -> None:
         assert [s["sandboxId"] for s in await client.sandboxes.list()] == [made["sandboxId"]]
         assert (await client.sandboxes.kill(made["sandboxId"]))["status"] == "ended"
         await client.servers.release()
+
+
+RUNS = ["abc1" + "0" * 28, "abc2" + "0" * 28, "def3" + "0" * 28]
+
+
+def _runs_server(request: httpx.Request) -> httpx.Response:
+    """A server with three runs, by id only."""
+    if request.url.path == "/api/swarms":
+        return httpx.Response(200, json={"swarms": [{"id": i} for i in RUNS]})
+    run_id = request.url.path.split("/")[3]
+    if run_id in RUNS:
+        return httpx.Response(200, json={"id": run_id, "status": "completed", "sandboxes": []})
+    return httpx.Response(404, json={"detail": f"no swarm run {run_id!r}", "code": "not_found"})
+
+
+def test_an_id_prefix_is_looked_up_and_an_ambiguous_one_lists_its_matches() -> None:
+    with _client(_runs_server) as client:
+        assert client.swarms.get("def")["id"] == RUNS[2]
+        assert client.swarms.get(RUNS[0])["id"] == RUNS[0]
+        with pytest.raises(NotFoundError) as ambiguous:
+            client.swarms.cancel("abc")
+        assert ambiguous.value.code == "ambiguous_id"
+        assert f"'abc' is the start of 2 ids ({RUNS[0]}, {RUNS[1]})" in str(ambiguous.value)
+        with pytest.raises(NotFoundError, match="no swarm run 'xyz'"):
+            client.swarms.results("xyz")
+        with pytest.raises(ValueError, match="the id is empty"):
+            client.swarms.get("")
+
+
+@pytest.mark.anyio
+async def test_both_clients_send_the_same_requests_for_every_call() -> None:
+    sent: dict[str, list[tuple[str, str, bytes]]] = {"sync": [], "async": []}
+
+    def recorder(which: str) -> Callable[[httpx.Request], httpx.Response]:
+        def answer(request: httpx.Request) -> httpx.Response:
+            sent[which].append((request.method, request.url.path, request.read()))
+            if request.url.path == "/api/swarms" and request.method == "GET":
+                return httpx.Response(200, json={"swarms": [{"id": "r1"}]})
+            if request.url.path.endswith("/results"):
+                return httpx.Response(200, text='{"index": 0}\n')
+            if request.url.path == "/v1/sandboxes" and request.method == "GET":
+                return httpx.Response(200, json={"sandboxes": []})
+            return httpx.Response(200, json={"id": "r1", "status": "completed", "count": 1})
+
+        return answer
+
+    start = {"count": 2, "size": "1x1", "env": {"A": "1"}, "idempotency_key": "k"}
+    with _client(recorder("sync")) as client:
+        client.swarms.start("true", **start)  # type: ignore[arg-type]
+        for call in (client.swarms.get, client.swarms.cancel, client.swarms.results):
+            call("r1")
+        client.swarms.list(), client.swarms.access(), client.swarms.wait("r1")
+        client.servers.list(), client.servers.lease(), client.servers.release()
+        client.sandboxes.create(size="1x1", metadata={"m": "1"}), client.sandboxes.list()
+        client.sandboxes.get("sbx-1"), client.sandboxes.kill("sbx-1")
+    transport = httpx.MockTransport(recorder("async"))
+    async with AsyncSwarmsClient(api_key="k", base_url="http://stub", transport=transport) as api:
+        await api.swarms.start("true", **start)  # type: ignore[arg-type]
+        for acall in (api.swarms.get, api.swarms.cancel, api.swarms.results):
+            await acall("r1")
+        await api.swarms.list(), await api.swarms.access(), await api.swarms.wait("r1")
+        await api.servers.list(), await api.servers.lease(), await api.servers.release()
+        await api.sandboxes.create(size="1x1", metadata={"m": "1"}), await api.sandboxes.list()
+        await api.sandboxes.get("sbx-1"), await api.sandboxes.kill("sbx-1")
+    assert sent["sync"] == sent["async"] and len(sent["sync"]) == 14
+
+
+def test_where_the_client_finds_its_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from inspect_swarm.server._config import Context, record, resolve
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.delenv("MARITIME_API_URL", raising=False)
+    monkeypatch.delenv("MARITIME_API_KEY", raising=False)
+    record(Context("here", "http://127.0.0.1:1", "here-key", "server"), make_current=False)
+    record(Context("there", "http://127.0.0.1:2/", "there-key", "login"), make_current=True)
+
+    def chosen(*args: str | None) -> tuple[str, str | None, str]:
+        target = resolve(*args)
+        return target.url, target.key, target.source
+
+    assert chosen(None, None, None) == ("http://127.0.0.1:2", "there-key", "context 'there'")
+    assert chosen(None, None, "here")[:2] == ("http://127.0.0.1:1", "here-key")
+    # a key recorded for a URL goes with that URL
+    assert chosen("http://127.0.0.1:1", None, None) == (
+        "http://127.0.0.1:1",
+        "here-key",
+        "base_url=",
+    )
+    monkeypatch.setenv("MARITIME_API_URL", "http://127.0.0.1:3")
+    monkeypatch.setenv("MARITIME_API_KEY", "env-key")
+    assert chosen(None, None, None) == ("http://127.0.0.1:3", "env-key", "MARITIME_API_URL")
+    assert chosen(None, "given", "here")[:2] == ("http://127.0.0.1:1", "given")
+    # the environment's key never goes to another server's URL
+    assert chosen("http://127.0.0.1:2", None, None)[1] == "there-key"
+    with pytest.raises(ValueError, match=r"no API key for http://127.0.0.1:4 \(from base_url=\)"):
+        resolve("http://127.0.0.1:4", None, None)
+    monkeypatch.delenv("MARITIME_API_KEY")
+    with pytest.raises(
+        ValueError, match=r"no API key for http://127.0.0.1:3 \(from MARITIME_API_URL"
+    ):
+        resolve(None, None, None)
+    monkeypatch.setenv("MARITIME_API_URL", "http://127.0.0.1:1")
+    assert chosen(None, None, None) == ("http://127.0.0.1:1", "here-key", "MARITIME_API_URL")

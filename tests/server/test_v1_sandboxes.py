@@ -215,7 +215,7 @@ def test_the_cli(
     monkeypatch.setenv("MARITIME_API_KEY", KEY)
 
     def run(*args: str) -> Any:
-        assert main(["sandboxes", *args]) == 0
+        assert main(["sandboxes", *args, "--json"]) == 0
         return json.loads(capsys.readouterr().out)
 
     made = run("create", "--size", "1x1", "--timeout", "2m", "--metadata", "job=7")

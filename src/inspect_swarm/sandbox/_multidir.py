@@ -57,6 +57,12 @@ def multidir(*environments: str) -> SandboxEnvironmentSpec:
     Args:
         *environments: Names of the environments (default: one named `default`).
             The one named `default` is the default; without one, the first is.
+
+    Returns:
+        The sandbox spec.
+
+    Raises:
+        ValueError: A name is empty, contains `:` or is given twice.
     """
     config = MultidirConfig(environments=environments or (DEFAULT,))
     return SandboxEnvironmentSpec(SANDBOX_TYPE, config)
@@ -140,6 +146,7 @@ class MultidirSandboxEnvironment(ComposeSandboxEnvironment, LocalSandboxEnvironm
     """
 
     config_type = MultidirConfig
+    """The provider's own config model, `MultidirConfig`."""
 
     def __init__(self, name: str) -> None:
         super().__init__()
@@ -166,6 +173,24 @@ class MultidirSandboxEnvironment(ComposeSandboxEnvironment, LocalSandboxEnvironm
         config: SandboxEnvironmentConfigType | None,
         metadata: dict[str, str],
     ) -> dict[str, SandboxEnvironment]:
+        """Make a sample's environments, each with a new private working directory.
+
+        The named volumes of a compose config are shared as directories: a volume mounted at an
+        environment's `working_dir` is that environment's directory, and elsewhere it is a
+        symbolic link, at the same path relative to the directory, to one directory per volume.
+
+        Args:
+            task_name: The task's name.
+            config: A compose file or config, a `MultidirConfig`, or `None` for one `default`
+                environment.
+            metadata: The sample's metadata (unused).
+
+        Returns:
+            The environments by name, the default first.
+
+        Raises:
+            ValueError: A config the provider cannot use, or volumes it cannot lay out.
+        """
         environments: dict[str, SandboxEnvironment] = {}
         try:
             for name in environment_names(config):
@@ -185,6 +210,16 @@ class MultidirSandboxEnvironment(ComposeSandboxEnvironment, LocalSandboxEnvironm
         environments: dict[str, SandboxEnvironment],
         interrupted: bool,
     ) -> None:
+        """Stop the sandbox tools the sample's environments started, and remove every
+        environment's directory and volumes, even when an error or a cancellation cuts the
+        cleanup short.
+
+        Args:
+            task_name: The task's name.
+            config: The sample's config.
+            environments: The environments `sample_init()` made.
+            interrupted: Whether the sample was interrupted.
+        """
         try:
             await super().sample_cleanup(task_name, config, environments, interrupted)
         finally:
@@ -204,6 +239,30 @@ class MultidirSandboxEnvironment(ComposeSandboxEnvironment, LocalSandboxEnvironm
         timeout_retry: bool = True,
         concurrency: bool = True,
     ) -> ExecResult[str]:
+        """Run a command as a host process in the environment's working directory.
+
+        The command runs in a session of its own, so a timeout or a cancellation ends what it
+        started as well. A command killed by signal N returns exit status 128+N, as in a shell.
+
+        Args:
+            cmd: The program and its arguments.
+            input: What the command reads on its standard input.
+            cwd: The directory to run in: absolute, or relative to the working directory.
+            env: Environment variables for the command.
+            user: The user to run as; only the current user can be given.
+            timeout: Seconds after which the command is stopped.
+            timeout_retry: Part of the sandbox interface; a local command is not retried.
+            concurrency: Whether inspect_ai's `concurrency()` limit on local subprocesses
+                throttles the command.
+
+        Returns:
+            The command's exit status and output.
+
+        Raises:
+            SandboxUserUnsupportedError: `user` is not the current user.
+            TimeoutError: The command ran past `timeout`.
+            PermissionError: The program is not executable.
+        """
         command = cmd
         if cmd[:1] != [SANDBOX_CLI] and self._runnable(cmd[0], cwd, env):
             command = _in_own_session(cmd)

@@ -94,6 +94,12 @@ def swarm_server(*services: str, **options: Any) -> SandboxEnvironmentSpec:
         *services: Names of the sandboxes (default: one named `default`). The one named
             `default` is the sample's default; without one, the first is.
         **options: Further `SwarmServerConfig` fields (`api_url`, `api_key`, `template`...).
+
+    Returns:
+        The sandbox spec.
+
+    Raises:
+        ValueError: A bad name or option (a pydantic `ValidationError`).
     """
     config = SwarmServerConfig(services=services or (DEFAULT,), **options)
     return SandboxEnvironmentSpec(SANDBOX_TYPE, config)
@@ -191,9 +197,19 @@ class SwarmServerSandboxEnvironment(ComposeSandboxEnvironment):
     Each compose service (or configured name) is a sandbox of its own, so per-member
     sandboxes and shared services such as a comparator work without Docker. Services
     reach each other only through the provider, not over a network by name.
+
+    The provider makes these in `sample_init()`; a task does not construct them.
+
+    Args:
+        name: The sandbox's service name.
+        sandbox_id: The sandbox's id on its server.
+        server: The server's control plane.
+        daemon: The client of the sandbox's daemon (processes and files).
+        working_dir: The service's working directory, if it has one.
     """
 
     config_type = SwarmServerConfig
+    """The provider's own config model, `SwarmServerConfig`."""
 
     def __init__(
         self,
@@ -220,6 +236,15 @@ class SwarmServerSandboxEnvironment(ComposeSandboxEnvironment):
     @override
     @classmethod
     async def task_init(cls, task_name: str, config: SandboxEnvironmentConfigType | None) -> None:
+        """Check the config and start or find the server, when the task starts.
+
+        Args:
+            task_name: The task's name.
+            config: A compose file or config, a `SwarmServerConfig`, or `None`.
+
+        Raises:
+            ValueError: A config the provider cannot use.
+        """
         await super().task_init(task_name, config)
         # start or find the server when the task starts
         await _server(_as_config(config))
@@ -232,6 +257,23 @@ class SwarmServerSandboxEnvironment(ComposeSandboxEnvironment):
         config: SandboxEnvironmentConfigType | None,
         metadata: dict[str, str],
     ) -> dict[str, SandboxEnvironment]:
+        """Create one sandbox on the server for each of the sample's services, at once.
+
+        A create finishes even when the sample is cancelled while it is in flight (within a
+        bounded time), so no sandbox is left on the server unknown; when one create fails,
+        the sandboxes already made are ended.
+
+        Args:
+            task_name: The task's name, kept in each sandbox's metadata.
+            config: The sample's config.
+            metadata: The sample's metadata (unused).
+
+        Returns:
+            The sandboxes by service name, the default first.
+
+        Raises:
+            RuntimeError: The server refused a sandbox or did not create it in time.
+        """
         resolved = _as_config(config)
         services = _services(resolved)
         connection = await _server(resolved)
@@ -283,6 +325,14 @@ class SwarmServerSandboxEnvironment(ComposeSandboxEnvironment):
         environments: dict[str, SandboxEnvironment],
         interrupted: bool,
     ) -> None:
+        """End the sample's sandboxes on the server, even when the sample was cancelled.
+
+        Args:
+            task_name: The task's name.
+            config: The sample's config.
+            environments: The sandboxes `sample_init()` made.
+            interrupted: Whether the sample was interrupted.
+        """
         ours = [env.as_type(cls) for env in environments.values()]
         if ours:
             await _end(ours[0]._server, ours)
@@ -292,12 +342,24 @@ class SwarmServerSandboxEnvironment(ComposeSandboxEnvironment):
     async def task_cleanup(
         cls, task_name: str, config: SandboxEnvironmentConfigType | None, cleanup: bool
     ) -> None:
+        """End any sandbox this process made for the task and left on the server.
+
+        Args:
+            task_name: The task's name.
+            config: The task's config.
+            cleanup: Whether to clean up; `False` (`--no-sandbox-cleanup`) leaves them.
+        """
         if cleanup:
             await _kill_all(_as_config(config), {_RUN_KEY: _RUN_ID, "inspect_task": task_name})
 
     @override
     @classmethod
     async def cli_cleanup(cls, id: str | None) -> None:
+        """End sandboxes on the configured server, for `inspect sandbox cleanup swarm_server`.
+
+        Args:
+            id: The sandbox to end, or `None` for every sandbox this provider made there.
+        """
         config = SwarmServerConfig()
         if id is not None:
             await _kill_all(config, {}, [id])
@@ -318,6 +380,28 @@ class SwarmServerSandboxEnvironment(ComposeSandboxEnvironment):
         timeout_retry: bool = True,
         concurrency: bool = True,
     ) -> ExecResult[str]:
+        """Run a command in the sandbox, through its daemon.
+
+        Args:
+            cmd: The program and its arguments.
+            input: What the command reads on its standard input.
+            cwd: The directory to run in: absolute, or relative to the working directory (the
+                user's home when the service has none).
+            env: Environment variables for the command.
+            user: The user to run as, such as `root`; `None` for the sandbox's default user.
+            timeout: Seconds after which the command is stopped.
+            timeout_retry: Part of the sandbox interface; a command is not retried.
+            concurrency: Part of the sandbox interface; the server runs the command.
+
+        Returns:
+            The command's exit status and output.
+
+        Raises:
+            ValueError: `cmd` is empty.
+            TimeoutError: The command ran past `timeout`.
+            PermissionError: The program is not executable.
+            OutputLimitExceededError: An output stream passed inspect_ai's limit.
+        """
         if not cmd:
             raise ValueError("exec: cmd is empty; pass the program and its arguments")
         process: dict[str, Any] = {"cmd": cmd[0], "args": cmd[1:], "envs": env or {}}
@@ -337,11 +421,37 @@ class SwarmServerSandboxEnvironment(ComposeSandboxEnvironment):
 
     @override
     async def write_file(self, file: str, contents: str | bytes) -> None:
+        """Write a file in the sandbox, as its default user.
+
+        Args:
+            file: The file's path: absolute, or relative to the working directory (the
+                user's home when the service has none).
+            contents: Text (written as UTF-8) or bytes.
+
+        Raises:
+            PermissionError: The default user may not write there.
+            IsADirectoryError: The path is a directory.
+        """
         data = contents.encode() if isinstance(contents, str) else contents
         await self._daemon.write_file(self._path(file), data)
 
     @override
     async def read_file(self, file: str, text: bool = True) -> str | bytes:  # type: ignore[override]
+        """Read a file in the sandbox, as its default user.
+
+        Args:
+            file: The file's path: absolute, or relative to the working directory (the
+                user's home when the service has none).
+            text: Whether to decode the file as UTF-8 text.
+
+        Returns:
+            The file's text, or its bytes when `text` is False.
+
+        Raises:
+            FileNotFoundError: No file at the path.
+            PermissionError: The default user may not read it.
+            OutputLimitExceededError: The file is larger than inspect_ai's limit.
+        """
         data = await self._daemon.read_file(self._path(file))
         return data.decode() if text else data
 

@@ -276,6 +276,14 @@ def scripted_model(
             output tokens).
         price: Dollars per million tokens; `None` makes the model unpriced (default:
             the script's, else 10 input and 100 output).
+
+    Returns:
+        The model, for `eval(model=...)` or the `model` of a member's agent.
+
+    Raises:
+        ValueError: The script is not valid (the message names the problem and the fix), or
+            `usage` or `price` is not (a pydantic `ValidationError`).
+        FileNotFoundError: `script` is a path to no file.
     """
     loaded = load_script(script)
     update: dict[str, Any] = {}

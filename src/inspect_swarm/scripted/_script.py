@@ -171,10 +171,18 @@ class Script(BaseModel):
         return value
 
     def steps_for(self, name: str, sample_id: str | None) -> Steps | None:
-        """The steps of a member, or of a member's nested loop (`member/loop`), in a sample, or
-        None when no pattern matches it.
+        """The steps of a member, or of a member's nested loop (`member/loop`), in a sample.
 
-        A pattern with a `/` matches only loop names, and one without only member names.
+        The sample's own table is searched before `members`, and in each an exact name before
+        the patterns. A pattern with a `/` matches only loop names, and one without only
+        member names.
+
+        Args:
+            name: The member's name, or `member/loop` for one of its nested loops.
+            sample_id: The sample's id, or `None` to search `members` only.
+
+        Returns:
+            The steps, or `None` when no name or pattern matches.
         """
         tables = [self.members]
         if sample_id is not None and sample_id in self.samples:

@@ -1,41 +1,12 @@
-"""The swarm server, its Swarms API client, CLI, MCP tools and sweeps.
+"""The swarm server, its Swarms API client, CLI and MCP tools.
 
 A self-hosted server for the Swarms API (one shell command on many isolated sandboxes at
 once) and a client that works the same against it and against hosted servers. The swarm
 library never imports this package; its server needs the `server` extra.
 """
 
-from ._client import (
-    APIConnectionError,
-    AsyncSwarmsClient,
-    AuthenticationError,
-    ConflictError,
-    NotFoundError,
-    PlanRequiredError,
-    RateLimitError,
-    Sandboxes,
-    Servers,
-    Swarms,
-    SwarmsAPIError,
-    SwarmsClient,
-    is_finished,
-)
-from ._sweep import sample_arms, sweep
+import lazy_loader
 
-__all__ = [
-    "APIConnectionError",
-    "AsyncSwarmsClient",
-    "AuthenticationError",
-    "ConflictError",
-    "NotFoundError",
-    "PlanRequiredError",
-    "RateLimitError",
-    "Sandboxes",
-    "Servers",
-    "Swarms",
-    "SwarmsAPIError",
-    "SwarmsClient",
-    "is_finished",
-    "sample_arms",
-    "sweep",
-]
+# Each public name is imported on first use, from the imports of `__init__.pyi`, so that the
+# CLI, which lives in this package, starts without the client's HTTP stack when it needs none.
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

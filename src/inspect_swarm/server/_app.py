@@ -12,6 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from ._access_log import AccessLog
 from ._auth import Keys
 from ._edge import Edge, HttpLimits
 from ._errors import ApiError
@@ -50,6 +51,7 @@ def create_app(
     )
     limits = limits or HttpLimits()
     app.add_middleware(Edge, limits=limits, uploads=UPLOAD_PATHS)
+    app.add_middleware(AccessLog)  # outermost: its time is the whole answer's
     auth = Keys(keys, swarms.keyring)
     app.state.keys = auth
     # the Swarms API's routes first: a poll is matched before the E2B surface's are tried

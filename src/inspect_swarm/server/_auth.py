@@ -2,7 +2,8 @@
 keys made for their leases and sandboxes, as FastAPI dependencies that authenticate a request
 and check its scope before its route runs.
 
-A route takes `Reader`, `Provisioner` or `Releaser` and gets the caller's `Principal`. The keys live on the app (`app.state.keys`).
+A route takes `Reader`, `Provisioner` or `Releaser` and gets the caller's `Principal`. The
+keys live on the app (`app.state.keys`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from ._access_log import note_caller
 from ._errors import ApiError
 from ._keys import Owner
 from ._leases import Keyring
@@ -56,12 +58,19 @@ class Keys:
             return None
         return Principal(Owner(made.account, made.lineage), scopes, key)
 
+    def identify(self, request: Request, key: str) -> Principal | None:
+        """`lookup`, noting who made the request for its log line."""
+        principal = self.lookup(key)
+        if principal is not None:
+            note_caller(request, principal.owner)
+        return principal
+
     def principal(self, request: Request, scope: str) -> Principal:
         """Authenticate the request by its bearer key and check that the key has `scope`."""
         kind, _, key = request.headers.get("authorization", "").partition(" ")
         if kind.lower() != "bearer" or not key.strip():
             raise ApiError(401, "unauthorized", "missing API key: send Authorization: Bearer <key>")
-        principal = self.lookup(key.strip())
+        principal = self.identify(request, key.strip())
         if principal is None:
             raise ApiError(401, "unauthorized", "unknown API key")
         if scope not in principal.scopes:

@@ -27,6 +27,7 @@ import signal
 import socket
 import struct
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -293,6 +294,9 @@ class NamespaceSandbox(Sandbox):
     listener: socket.socket | None = None
     """A socket listening inside the sandbox, whose connections go to the server."""
     _sending: anyio.Lock = field(default_factory=anyio.Lock)
+    _fds: threading.Lock = field(default_factory=threading.Lock)
+    """Held while PID 1's or the root's descriptor is opened from or closed: file access
+    runs on worker threads, and a number closed under it could be another sandbox's next."""
     reusable = True
 
     @property
@@ -301,15 +305,17 @@ class NamespaceSandbox(Sandbox):
 
         Not `/proc/<pid>/root`: once PID 1 ends, its pid may be a host process's.
         """
-        if self.root_fd < 0 or _ended(self.init_fd):
+        if self.root_fd < 0 or self.init_fd < 0 or _ended(self.init_fd):
             raise ProcessLookupError(errno.ESRCH, f"sandbox {self.id} has ended")
         return f"/proc/self/fd/{self.root_fd}"
 
     def as_user(self, user: User, operation: Callable[[str], T]) -> T:
         """`operation(root)` on a thread with the ids, groups and capabilities a process of
         `user` has in the sandbox (`_sandbox_files.run_as`)."""
+        with self._fds:
+            root_fd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         return _sandbox_files.run_as(
-            self.root, user.name, user.uid, user.gid, _kept_mask(), operation
+            root_fd, user.name, user.uid, user.gid, _kept_mask(), operation
         )
 
     async def _start(
@@ -354,7 +360,8 @@ class NamespaceSandbox(Sandbox):
         network if the last one was used; its PID namespace and cgroups kept. A sandbox
         costs a fraction of a boot's CPU this way (see `_reset` in `_sandbox_init`)."""
         # the old root must go with its mount namespace: nothing of the server's may hold it
-        self.root_fd = _closed(self.root_fd)
+        with self._fds:
+            self.root_fd = _closed(self.root_fd)
         await self._send(f"reset {sandbox_id}".encode(), [])
         with anyio.fail_after(_BOOT_TIMEOUT):
             message, fds = await _receive(self._control())
@@ -364,7 +371,8 @@ class NamespaceSandbox(Sandbox):
             self.forget(process)
         if "listener" in handles:
             self.listen(socket.socket(fileno=handles["listener"]))
-        self.root_fd = _open_root(self.init_pid)
+        with self._fds:
+            self.root_fd = _open_root(self.init_pid)
         self.id = sandbox_id
         self.cgroup.count_from_now()
         # layers a command changed are left beside the new ones, to be removed here (before
@@ -428,8 +436,9 @@ class NamespaceSandbox(Sandbox):
         if self.forwarder is not None and self.listener is not None:
             self.forwarder.remove(self.listener)
             self.listener = None
-        self.init_fd = _closed(self.init_fd)
-        self.root_fd = _closed(self.root_fd)
+        with self._fds:
+            self.init_fd = _closed(self.init_fd)
+            self.root_fd = _closed(self.root_fd)
         if self.disks is not None and self.layer_fd >= 0:
             # the disk's last mount: PID 1 ended without waiting to unmount it, and
             # neither does this

@@ -38,7 +38,12 @@ class Owner:
     @property
     def namespace(self) -> str:
         """Where this caller's idempotency keys live (apart from every other sandbox's)."""
-        return self.account if self.lineage == ROOT else self.account + self.lineage
+        return self.label
+
+    @property
+    def label(self) -> str:
+        """Who this is, for logs: the account, and the sandbox lineage for a sandbox's key."""
+        return self.account if self.lineage == ROOT else f"{self.account}{self.lineage}"
 
     def owns(self, account: str, lineage: str) -> bool:
         """Whether a record of `account` made under `lineage` is within reach."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import TaskGroup
 
 from ._cgroups import Limits
@@ -34,8 +35,9 @@ from ._model import (
     Size,
 )
 from ._runs import Runs
-from ._sandbox_command import command_env, run_command
+from ._sandbox_command import Tails, command_env, run_command
 
+_DRAIN_SECONDS = 0.5
 _TICK_SECONDS = 1.0
 _LAUNCHES_PER_PASS = 16
 """The most sandboxes one pass of the scheduler starts: between the passes of a burst of
@@ -215,6 +217,9 @@ class LocalEngine:
             with anyio.move_on_after(_TICK_SECONDS):
                 await self._wakeup.wait()
             self._wakeup = anyio.Event()
+            # trio runs a batch of ready tasks in either order: one more turn lets every
+            # request that was ready at the wake-up run before the next pass
+            await anyio.lowlevel.checkpoint()
 
     def _wake(self) -> None:
         self._wakeup.set()
@@ -292,10 +297,12 @@ class LocalEngine:
                 self._give_back(run.size)
 
     async def _one(self, run: EngineRun, idx: int, scope: anyio.CancelScope, slot: Slot) -> None:
+        # the output so far is the sandbox's even when it is stopped midway
+        tails = Tails()
         outcome = Outcome("failed", "server stopped")
         try:
             with scope:
-                outcome = await self._execute(run, idx, slot)
+                outcome = await self._execute(run, idx, slot, tails)
             if scope.cancelled_caught:
                 outcome = Outcome(*run.ending)
         except Exception as ex:
@@ -303,11 +310,11 @@ class LocalEngine:
             logger.exception("sandbox %s of run %s failed", idx, run.id)
             outcome = Outcome("failed", f"internal error: {type(ex).__name__}: {ex}")
         finally:
-            self.runs.set_ended(run.id, idx, outcome)
+            self.runs.set_ended(run.id, idx, tails.onto(outcome))
             del run.active[idx]
             self._maybe_complete(run.id)
 
-    async def _execute(self, run: EngineRun, idx: int, slot: Slot) -> Outcome:
+    async def _execute(self, run: EngineRun, idx: int, slot: Slot, tails: Tails) -> Outcome:
         sandbox_id, item = self.runs.input(run.id, idx)
         try:
             sandbox = await self._sandbox_for(run, sandbox_id, slot)
@@ -315,7 +322,7 @@ class LocalEngine:
             return Outcome("failed", f"boot failed: {ex}")
         keep = False
         try:
-            outcome = await self._command(run, idx, sandbox, item)
+            outcome = await self._command(run, idx, sandbox, item, tails)
             keep = bool(run.queue) and sandbox.reusable
             return outcome
         finally:
@@ -342,14 +349,13 @@ class LocalEngine:
         return slot.sandbox
 
     async def _command(
-        self, run: EngineRun, idx: int, sandbox: Sandbox, item: SandboxInput
+        self, run: EngineRun, idx: int, sandbox: Sandbox, item: SandboxInput, tails: Tails
     ) -> Outcome:
         record = run.record
         credentials = self.credentials.sandbox_env(record.lease_id, sandbox.id, record.lineage)
         env = command_env(record, idx, item, credentials)
-        return await run_command(
-            sandbox, record.spec, item, env, lambda: self.runs.set_command_running(run.id, idx)
-        )
+        started = lambda: self.runs.set_command_running(run.id, idx)  # noqa: E731
+        return await run_command(sandbox, record.spec, item, env, started, tails)
 
 
 async def _supervised(func: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:

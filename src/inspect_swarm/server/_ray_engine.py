@@ -29,7 +29,7 @@ from ._local_engine import EngineRun, LocalEngine, Slot
 from ._model import GIB, EndStatus, Outcome, Settings
 from ._ray_node import Cancellations, Event, NodeJob, run_on_node
 from ._runs import Runs
-from ._sandbox_command import command_env
+from ._sandbox_command import Tails, command_env
 
 NODE_STATE_DIR = Path("/var/tmp/inspect-swarm-ray")
 """Where each node keeps its sandboxes (each worker process under a directory of its own)."""
@@ -85,7 +85,7 @@ class RayEngine(LocalEngine):
         self._node_isolation = _node_isolation(host, server_host)
         self._isolation = ray_isolation(host)
 
-    async def _execute(self, run: EngineRun, idx: int, slot: Slot) -> Outcome:
+    async def _execute(self, run: EngineRun, idx: int, slot: Slot, tails: Tails) -> Outcome:
         record = run.record
         sandbox_id, item = self.runs.input(run.id, idx)
         credentials = self.credentials.sandbox_env(record.lease_id, sandbox_id, record.lineage)
@@ -122,7 +122,8 @@ class RayEngine(LocalEngine):
             logger.warning("sandbox %s of run %s failed in Ray: %s", idx, run.id, ex)
             return Outcome("failed", f"internal error on node {node}: {_why(ex)}")
         except BaseException:
-            await _cancel(stream, started=node is not None)
+            # the output so far comes with the node's outcome
+            tails.take(await _cancel(stream, started=node is not None))
             raise
         finally:
             self.credentials.revoke(sandbox_id)
@@ -164,21 +165,23 @@ def _node_isolation(host: SandboxHost, server_host: str) -> IsolationConfig:
     return replace(config, state_dir=NODE_STATE_DIR, mode=host.mode, forward=forward)
 
 
-async def _cancel(stream: Any, started: bool) -> None:
+async def _cancel(stream: Any, started: bool) -> Outcome | None:
     """End a sandbox's task: one still waiting for a node never starts; a started one (which
     its run's cancel reaches) is waited for (a while) until its node has ended the sandbox,
     then killed."""
     if not started:
         ray.cancel(stream)
-    with anyio.CancelScope(shield=True):
-        with anyio.move_on_after(_CANCEL_GRACE_SECONDS):
-            try:
-                async for ref in stream:
-                    await ref
-            except ray.exceptions.RayError:
-                pass  # the task's end: cancelled, or its node gone
-            return
+    with anyio.CancelScope(shield=True), anyio.move_on_after(_CANCEL_GRACE_SECONDS) as grace:
+        try:
+            async for ref in stream:
+                event: Event = await ref
+                if event[0] == "ended":
+                    return event[1]
+        except ray.exceptions.RayError:
+            pass  # the task's end: cancelled, or its node gone
+    if grace.cancelled_caught:
         ray.cancel(stream, force=True)
+    return None
 
 
 def _why(ex: ray.exceptions.RayError) -> str:

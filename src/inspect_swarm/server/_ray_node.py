@@ -33,7 +33,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from ._cgroups import Limits
 from ._isolation import IsolationConfig, SandboxError, SandboxHost
 from ._model import GIB, Outcome, RunSpec, SandboxInput
-from ._sandbox_command import run_command
+from ._sandbox_command import Tails, run_command
 
 NODE_VARIABLE = "INSPECT_SWARM_NODE"
 """The variable that tells a sandbox the id of the node it runs on."""
@@ -163,17 +163,20 @@ async def _sandbox(
     scope: anyio.CancelScope,
     report: Callable[[Event], None],
 ) -> None:
+    tails = Tails()
     outcome = Outcome("cancelled", "cancelled")
     try:
         with scope:
-            outcome = await _run(host, job, node, lambda: report(("running", None)))
+            outcome = await _run(host, job, node, lambda: report(("running", None)), tails)
     except Exception as ex:
         outcome = Outcome("failed", f"internal error on node {node}: {type(ex).__name__}: {ex}")
     finally:
-        report(("ended", outcome))
+        report(("ended", tails.onto(outcome)))
 
 
-async def _run(host: SandboxHost, job: NodeJob, node: str, started: Callable[[], None]) -> Outcome:
+async def _run(
+    host: SandboxHost, job: NodeJob, node: str, started: Callable[[], None], tails: Tails
+) -> Outcome:
     size = job.spec.size
     try:
         sandbox = await host.create(job.sandbox_id, Limits(size.memory_gb * GIB, size.vcpus))
@@ -181,7 +184,7 @@ async def _run(host: SandboxHost, job: NodeJob, node: str, started: Callable[[],
         return Outcome("failed", f"boot failed on node {node}: {ex}")
     try:
         env = {**job.env, NODE_VARIABLE: node}
-        return await run_command(sandbox, job.spec, job.item, env, started)
+        return await run_command(sandbox, job.spec, job.item, env, started, tails)
     finally:
         with anyio.CancelScope(shield=True):
             await sandbox.close()

@@ -13,6 +13,7 @@ loses anything.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -29,6 +30,8 @@ from ._model import (
 )
 from ._store import Store
 from ._wire import run_object, sandbox_object
+
+logger = logging.getLogger(__name__)
 
 _CACHE_BYTES = 64 * 1024**2
 """What the encoded sandboxes of completed runs kept in memory may add up to."""
@@ -200,6 +203,10 @@ class Runs:
         """Every sandbox of the run has ended."""
         fields = {"status": "completed", "waiting_reason": None, "ended_at": time.time()}
         self._set_run(run_id, fields)
+        if logger.isEnabledFor(logging.INFO):
+            counts = self.store.counts(run_id)
+            ended = ", ".join(f"{counts[s]} {s}" for s in ("succeeded", "failed", "cancelled"))
+            logger.info("run %s completed: %s", run_id, ended)
 
     def set_booting(self, run_id: str, idx: int) -> None:
         """A sandbox of the run is being made."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 import anyio
 
@@ -34,15 +34,41 @@ def command_env(
     }
 
 
+@dataclass
+class Tails:
+    """The last bytes a sandbox's command wrote to stdout and stderr, so far."""
+
+    streams: dict[str, bytearray] = field(
+        default_factory=lambda: {"stdout": bytearray(), "stderr": bytearray()}
+    )
+    began: bool = False
+    """Whether the command started (a sandbox stopped before it has no tails)."""
+
+    def onto(self, outcome: Outcome) -> Outcome:
+        """`outcome` with the tails so far, once the command began."""
+        if not self.began:
+            return outcome
+        out, err = (self.streams[s].decode(errors="replace") for s in ("stdout", "stderr"))
+        return replace(outcome, stdout_tail=out, stderr_tail=err)
+
+    def take(self, outcome: Outcome | None) -> None:
+        """Keep the tails of an outcome made elsewhere (on a node), if its command began."""
+        if outcome is not None and outcome.stdout_tail is not None:
+            self.began = True
+            self.streams["stdout"][:] = outcome.stdout_tail.encode()
+            self.streams["stderr"][:] = (outcome.stderr_tail or "").encode()
+
+
 async def run_command(
     sandbox: Sandbox,
     spec: RunSpec,
     item: SandboxInput,
     env: Mapping[str, str],
     started: Callable[[], None],
+    tails: Tails,
 ) -> Outcome:
-    """Write the input's files, run the command (calling `started` as it starts) and read how
-    it ended."""
+    """Write the input's files, run the command (calling `started` as it starts, its output
+    kept in `tails` as it goes) and read how it ended."""
     for path, content in item.files.items():
         try:
             # as the sandbox's root, on a thread of the file layer's: never on the loop
@@ -54,15 +80,13 @@ async def run_command(
         process = await sandbox.exec(spec.argv(item), dict(env))
     except SandboxError as ex:
         return Outcome("failed", str(ex))
-    tails = {"stdout": bytearray(), "stderr": bytearray()}
+    tails.began = True
     with anyio.move_on_after(spec.timeout_seconds) as deadline:
-        code = await follow(process, tails)
-    stdout, stderr = (tails[s].decode(errors="replace") for s in ("stdout", "stderr"))
+        code = await follow(process, tails.streams)
     if deadline.cancelled_caught:
-        error = f"timeout after {spec.timeout_seconds}s"
-        return Outcome("failed", error, stdout_tail=stdout, stderr_tail=stderr)
+        return tails.onto(Outcome("failed", f"timeout after {spec.timeout_seconds}s"))
     exit_code = code if code >= 0 else 128 - code
-    ended = Outcome("failed", None, exit_code, stdout, stderr)
+    ended = tails.onto(Outcome("failed", None, exit_code))
     if await anyio.to_thread.run_sync(sandbox.oom_killed):
         return replace(ended, error=f"out of memory ({spec.size.memory_gb} GiB)")
     if code != 0:

@@ -149,17 +149,16 @@ _root_workers_lock = threading.Lock()
 
 
 def run_as(
-    root: str, name: str, uid: int, gid: int, capabilities: int, operation: Callable[[str], T]
+    root_fd: int, name: str, uid: int, gid: int, capabilities: int, operation: Callable[[str], T]
 ) -> T:
     """`operation(root)` on a thread that acts as the sandbox's user `name` (uid, gid, its
     groups from the sandbox's /etc/group) with the capabilities a process of that user has
-    there: `capabilities` (a bit mask) for root, none for another user. The root directory is
-    opened beforehand. Blocks until it is done.
+    there: `capabilities` (a bit mask) for root, none for another user. `root_fd` is the
+    root directory opened `O_PATH` for this call; it is closed when done. Blocks until then.
 
     A root of a sandbox is the same whatever the sandbox: a few threads act as it for good.
     Another user's thread is made for the one operation (its ids are its sandbox's).
     """
-    root_fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     thread_root = f"/proc/self/fd/{root_fd}"
     try:
         if uid == 0:

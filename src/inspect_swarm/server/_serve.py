@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -18,6 +19,8 @@ from fastapi import FastAPI
 
 from ._app import create_app
 from ._auth import ALL_SCOPES
+from ._config import LOCAL, Context, record
+from ._defaults import DEFAULT_PORT, default_memory_gib, default_state_dir
 from ._edge import MIB, HttpLimits, http_protocol
 from ._isolation import (
     DISK_BYTES,
@@ -33,20 +36,6 @@ from ._model import Settings
 from ._runs import Runs
 from ._store import Store
 from ._swarms import Swarms
-
-DEFAULT_PORT = 8767
-
-
-def default_state_dir() -> Path:
-    """Where the server keeps its database and sandboxes unless told otherwise."""
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "inspect-swarm"
-
-
-def default_memory_gib() -> int:
-    """Three quarters of this machine's memory, in GiB (at least 1)."""
-    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return max(1, int(0.75 * total / 1024**3))
 
 
 def default_disk_gib(state_dir: Path, memory_gib: int) -> int:
@@ -90,6 +79,9 @@ class ServerOptions:
     """Where sandboxes of runs run: this machine, or the nodes of a Ray cluster."""
     ray_address: str | None = None
     """The Ray cluster to join (None: the one this machine is part of)."""
+    context: str | None = LOCAL
+    """The context to record this server as in the user's config (None: record none)."""
+    log_level: str = "warning"
 
 
 def parse_key(spec: str) -> tuple[str, frozenset[str]]:
@@ -141,6 +133,11 @@ def assemble(
 
 def serve(options: ServerOptions) -> None:
     """Run the server in the foreground until interrupted."""
+    logging.basicConfig(
+        level=options.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
     state_dir = (options.state_dir or default_state_dir()).resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(state_dir, 0o700)  # its database and key files are the server's alone
@@ -196,6 +193,9 @@ def serve(options: ServerOptions) -> None:
     print(f"  MARITIME_API_URL={url}", flush=True)
     print(f"  MARITIME_API_KEY={first_key}", flush=True)
     print(f"  isolation: {sandbox_host.describe()['note']}", flush=True)
+    if options.context is not None:
+        here = f"[{inner}]" if ":" in inner else inner
+        print(f"  {_record(options.context, f'http://{here}:{port}', first_key)}", flush=True)
     if options.ready_file is not None:
         write_private(options.ready_file, json.dumps({"url": url, "apiKey": first_key}))
     try:
@@ -212,6 +212,17 @@ def _engine_memory_gib(options: ServerOptions) -> int:
     from ._ray_engine import connect
 
     return connect(options.ray_address)
+
+
+def _record(name: str, url: str, key: str) -> str:
+    """Record the server as the context `name`; what the user is told about it."""
+    try:
+        current = record(Context(name, url, key, "server"), make_current=False)
+    except (OSError, ValueError) as ex:
+        return f"context: not recorded ({ex})"
+    if current:
+        return f"context: {name} (current: the CLI and SwarmsClient() here talk to this server)"
+    return f"context: {name} (not the current one: `inspect-swarm context use {name}` picks it)"
 
 
 def _shares(options: ServerOptions) -> tuple[str, ...]:

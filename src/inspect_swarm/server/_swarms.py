@@ -185,6 +185,14 @@ class Swarms:
         idempotency = None if key is None else (owner.namespace, key, request.digest)
         view = self.runs.insert(run, inputs, sandbox_ids, idempotency)
         self.engine.submit(run, list(range(len(inputs))))
+        logger.info(
+            "run %s started by %s: %d sandboxes of %s vCPU, %s GB",
+            run.id,
+            owner.label,
+            run.count,
+            spec.size.vcpus,
+            spec.size.memory_gb,
+        )
         self.leases.touch()
         return view, True
 

@@ -41,7 +41,16 @@ def default_inspect_command() -> str:
 def sample_arms(
     task: str, sample_ids: Sequence[str | int], args: Sequence[str] = ()
 ) -> dict[str, list[str]]:
-    """One arm per sample of `task`: `{"sample-<id>": [task, "--sample-id", id, *args]}`."""
+    """Arms for `sweep()` that each evaluate one sample of a task, in a sandbox of its own.
+
+    Args:
+        task: The task, as `inspect eval` takes it (a file, `file@task` or a registry name).
+        sample_ids: The samples, one arm each.
+        args: Further `inspect eval` arguments for every arm (a model, `-T` options...).
+
+    Returns:
+        `{"sample-<id>": [task, "--sample-id", "<id>", *args]}` for each sample.
+    """
     return {f"sample-{i}": [task, "--sample-id", str(i), *args] for i in sample_ids}
 
 
@@ -77,7 +86,8 @@ def sweep(
             See `sample_arms` for one sandbox per sample.
         log_dir: The sweep's log directory (absolute); arm logs go to `<log_dir>/<arm>`.
             On this package's server, start it with `--share` on this directory.
-        client: The Swarms client (default: one from MARITIME_API_KEY / MARITIME_API_URL).
+        client: The Swarms client (default: `SwarmsClient()`, which finds its server as the
+            CLI does: MARITIME_API_URL and MARITIME_API_KEY, else the current context).
         size: The size of each sandbox.
         timeout_seconds: How long each arm may run.
         concurrency: The most arms at once (default: as many as fit).

@@ -77,7 +77,7 @@ def _owner(request: Request, scope: str) -> Owner:
     key = request.headers.get("x-api-key", "")
     kind, _, bearer = request.headers.get("authorization", "").partition(" ")
     key = key or (bearer if kind.lower() == "bearer" else "")
-    principal = keys_of(request).lookup(key.strip()) if key.strip() else None
+    principal = keys_of(request).identify(request, key.strip()) if key.strip() else None
     if principal is None:
         raise E2BError(401, "missing or unknown API key: send it as X-API-KEY (E2B_API_KEY)")
     if scope not in principal.scopes:

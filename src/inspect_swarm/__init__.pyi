@@ -1,0 +1,111 @@
+"""Run a swarm of agents on one sample of an Inspect task.
+
+A swarm is an Inspect agent: pass `swarm()` as a task's solver, and the task's scorer scores
+the swarm's answer. Members run at the same time, each in its own timeline; a controller
+decides who starts and when the swarm is done; channels decide how members share
+information; a budget caps what the swarm spends. The swarm records what it did in the sample
+store: `inspect_swarm:result`, `inspect_swarm:ledger` and `inspect_swarm:metrics`.
+"""
+
+# The public API, for type checkers and IDEs; `__init__.py` imports each name on first use.
+from ._channels._filesystem_channel import filesystem
+from ._channels._shared_memory import shared_memory
+from ._contracts._budget import Budget, BudgetUsage, SwarmBudget
+from ._contracts._channel import (
+    Channel,
+    ChannelRun,
+    ChannelState,
+    NoticeLine,
+    WaitingState,
+    WaitNews,
+    WaitSpec,
+    WorkState,
+    swarm_channel,
+)
+from ._contracts._control import (
+    AllWaiting,
+    MemberEnded,
+    MemberHandle,
+    ModelCalled,
+    RecordDelivered,
+    SwarmControl,
+    SwarmEvent,
+    TurnEnded,
+)
+from ._contracts._controller import Controller, FinalName, StopReason, swarm_controller
+from ._contracts._member import Member, member
+from ._contracts._record import Record
+from ._contracts._roster import MemberInfo, MemberState
+from ._controllers._leaderless import leaderless
+from ._controllers._quiescence import quiescence
+from ._controllers._rounds import rounds
+from ._controllers._stops import (
+    StopCondition,
+    all_of,
+    any_of,
+    quiescent,
+    stall,
+    submission,
+    verified_pass,
+)
+from ._controllers._verified import verified
+from ._controllers._vote import vote
+from ._scores import member_scores
+from ._swarm import swarm
+from ._tools._channel_tools import swarm_tools
+from ._tools._notice import swarm_on_continue
+from ._tools._react import swarm_react
+from ._tools._resources import swarm_budget, swarm_resources
+
+__all__ = [
+    "AllWaiting",
+    "Budget",
+    "BudgetUsage",
+    "Channel",
+    "ChannelRun",
+    "ChannelState",
+    "Controller",
+    "FinalName",
+    "Member",
+    "MemberEnded",
+    "MemberHandle",
+    "MemberInfo",
+    "MemberState",
+    "ModelCalled",
+    "NoticeLine",
+    "Record",
+    "RecordDelivered",
+    "StopCondition",
+    "StopReason",
+    "SwarmBudget",
+    "SwarmControl",
+    "SwarmEvent",
+    "TurnEnded",
+    "WaitNews",
+    "WaitSpec",
+    "WaitingState",
+    "WorkState",
+    "all_of",
+    "any_of",
+    "filesystem",
+    "leaderless",
+    "member",
+    "member_scores",
+    "quiescence",
+    "quiescent",
+    "rounds",
+    "shared_memory",
+    "stall",
+    "submission",
+    "swarm",
+    "swarm_budget",
+    "swarm_channel",
+    "swarm_controller",
+    "swarm_on_continue",
+    "swarm_react",
+    "swarm_resources",
+    "swarm_tools",
+    "verified",
+    "verified_pass",
+    "vote",
+]

@@ -1,0 +1,1 @@
+"""The built-in channels, written against the channel contract."""

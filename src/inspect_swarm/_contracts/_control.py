@@ -1,0 +1,302 @@
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeVar, overload
+
+from inspect_ai.model import ChatMessage
+from inspect_ai.scorer import Scorer
+
+from ._roster import MemberState
+
+
+class MemberHandle(Protocol):
+    """What a controller knows of a member: name, role, lifecycle state and how it ended.
+
+    A member's messages and output are not part of it.
+    """
+
+    @property
+    def name(self) -> str:
+        """The member's name."""
+        ...
+
+    @property
+    def role(self) -> str | None:
+        """The member's role, if it has one."""
+        ...
+
+    @property
+    def state(self) -> MemberState:
+        """The member's lifecycle state."""
+        ...
+
+    @property
+    def status(self) -> str | None:
+        """`None` until the member ends, then the way it ended: `submitted`, `unsubmitted`,
+        `stopped`, `share`, `member_limit:<type>`, `swarm_cap`, `cancelled` or `errored`."""
+        ...
+
+    @property
+    def submitted(self) -> bool:
+        """Whether the member ended with a submission (status `submitted`)."""
+        ...
+
+
+class SwarmEvent:
+    """An event a controller receives from `SwarmControl.events()`.
+
+    Each kind is a subclass. `events()` yields `MemberEnded` unless it is asked for other
+    kinds, so test an event's type before reading its fields when you ask for more than one.
+    """
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True)
+class MemberEnded(SwarmEvent):
+    """A member ended."""
+
+    member: str
+    """The member's name."""
+
+    status: str
+    """How it ended, as `MemberHandle.status`."""
+
+    submitted: bool
+    """Whether it ended with a submission."""
+
+
+@dataclass(frozen=True)
+class TurnEnded(SwarmEvent):
+    """A member started with `turns=True` finished a turn and waits for the controller's
+    `next_turn()`. A turn that a limit, an error or the swarm's stop ends is a `MemberEnded`."""
+
+    member: str
+    """The member's name."""
+
+    turn: int
+    """The turn it finished, from 1."""
+
+    status: str
+    """How the turn ended: `submitted` or `unsubmitted`."""
+
+    submitted: bool
+    """Whether the turn ended with a submission."""
+
+
+@dataclass(frozen=True)
+class AllWaiting(SwarmEvent):
+    """Every member is waiting in `swarm_wait`, has ended or has not started.
+
+    While the controller holds this event, from when `events()` yields it until the controller
+    asks for the next event, the waits stay blocked: the controller can stop the swarm before
+    any member acts again. Then they end, as they do for a controller that does not ask for
+    this kind, with the outcome `all_waiting`.
+    """
+
+    time: float
+    """The swarm time since which every member has been waiting, as `SwarmControl.waiting_since`."""
+
+    open_work: Mapping[str, Sequence[str]]
+    """What the channels hold still to be done at that time, as `SwarmControl.open_work()`."""
+
+
+@dataclass(frozen=True)
+class ModelCalled(SwarmEvent):
+    """A model call of a member (its subagents' and background work's included) completed."""
+
+    member: str
+    """The member's name."""
+
+    time: float
+    """The swarm time of the call's completion."""
+
+
+@dataclass(frozen=True)
+class RecordDelivered(SwarmEvent):
+    """A channel delivered a record: a write to shared state, or a message to members."""
+
+    channel: str
+    """The channel's name (`Record.channel`)."""
+
+    record: str
+    """The record's id, such as `w-3`."""
+
+    kind: str
+    """What the record does, in the channel's terms (`Record.kind`)."""
+
+    sender: str
+    """The member that sent it."""
+
+    recipients: tuple[str, ...]
+    """The members it was delivered to; none for a write to shared state."""
+
+    time: float
+    """The swarm time of the delivery."""
+
+
+EventKind = TypeVar("EventKind", bound=SwarmEvent)
+
+
+class SwarmControl(Protocol):
+    """What a controller's `run` works through: the swarm's members and their events, for one sample."""
+
+    @property
+    def members(self) -> Sequence[MemberHandle]:
+        """The members, in roster order."""
+        ...
+
+    def member(self, name: str) -> MemberHandle:
+        """The member with this name.
+
+        Args:
+            name: The member's name.
+
+        Returns:
+            The member's handle.
+
+        Raises:
+            KeyError: No member has this name.
+        """
+        ...
+
+    def start(
+        self,
+        member: str | MemberHandle,
+        input: str | list[ChatMessage] | None = None,
+        *,
+        turns: bool = False,
+    ) -> None:
+        """Start a member without waiting for it.
+
+        The member gets a task, a span and a tool-state scope of its own, and runs under its own
+        limits. It receives `input` (the swarm's input when that is `None`) and then its
+        preamble: its name and role, the roster's size, how the budget is split, and the
+        instructions of each channel.
+
+        Args:
+            member: The member, or its name.
+            input: The member's input. `None` gives it the swarm's input.
+            turns: Run the member in turns: when its agent returns normally, the member does
+                not end but waits, with a `TurnEnded` event, until `next_turn()` runs its
+                agent again or the swarm stops. Its limits cover all its turns, and the waits
+                between them.
+
+        Raises:
+            KeyError: No member has this name.
+            RuntimeError: The member has started before (a member runs once), or the swarm has
+                begun to stop.
+        """
+        ...
+
+    def next_turn(
+        self,
+        member: str | MemberHandle,
+        input: str | list[ChatMessage] | None = None,
+        *,
+        show: Sequence[str | MemberHandle] = (),
+        last: bool = False,
+    ) -> None:
+        """Run the next turn of a member waiting after a `TurnEnded` event, and return at once.
+
+        The member's agent runs again on a new conversation: `input` (or the swarm's input),
+        the preamble, and a message with the latest answers of the members in `show`. The
+        runtime writes that message, so the controller routes what members wrote without
+        seeing it.
+
+        Args:
+            member: The member, or its name.
+            input: The turn's input. `None` gives it the swarm's input.
+            show: The members whose latest answers the member sees, the member itself
+                included if listed.
+            last: End the member when this turn ends, rather than wait for another.
+        """
+        ...
+
+    @overload
+    def events(self) -> AsyncGenerator[MemberEnded, None]: ...
+
+    @overload
+    def events(self, *kinds: type[EventKind]) -> AsyncGenerator[EventKind, None]: ...
+
+    def events(self, *kinds: type[SwarmEvent]) -> AsyncGenerator[SwarmEvent, None]:
+        """The swarm's events, in order, from the swarm's start on.
+
+        Every event comes once. Iteration ends as soon as no member is running and no event is
+        pending; for a member started after that, call `events()` again. Keep to one iterator
+        at a time: from its first step until it is exhausted or closed (by `aclose()`, or on
+        leaving a `contextlib.aclosing()` block), an iterator has the events to itself.
+
+        Args:
+            *kinds: The kinds of event to yield, `MemberEnded` when none is given. The iterator
+                passes over events of other kinds, which no later iterator yields.
+
+        Yields:
+            Each event once, such as `MemberEnded`.
+
+        Raises:
+            RuntimeError: Another `events()` iterator is still open.
+        """
+        ...
+
+    def choose_answer(self, member: str | MemberHandle, reason: str | None = None) -> None:
+        """Make this member's submission the swarm's answer, in place of the controller's `final` rule.
+
+        From this call on, the chosen submission is the provisional answer, and it stays the
+        answer when the swarm ends; the result record shows mode `controller`, with the member
+        and `reason`. A controller chooses at most once, and only a member that has ended with a
+        submission, or one that waits for its next turn after a turn that ended with one (the
+        answer is then the submission of its last turn when the swarm ends).
+
+        Args:
+            member: The member, or its name.
+            reason: Why the controller chose it, for the record.
+
+        Raises:
+            KeyError: No member has this name.
+            RuntimeError: The controller has chosen an answer already.
+            ValueError: The member has not ended with a submission.
+        """
+        ...
+
+    async def verify(self, member: str | MemberHandle, check: Scorer | None = None) -> bool:
+        """Check a member's latest submission, and say whether it passed.
+
+        The check runs outside the member, with the member's sandbox as the default, on the
+        member's conversation and output, and is logged as an intermediate score. It counts
+        in the member's `gate_checks`, `gate_passes` and `first_pass_time`. A pass is a
+        score of 1.0 under Inspect's `value_to_float()`.
+
+        Args:
+            member: A member whose latest turn ended with a submission.
+            check: The scorer to check with. `None` uses the task's first scorer.
+        """
+        ...
+
+    def agreement(self, members: Sequence[str | MemberHandle] | None = None) -> list[list[str]]:
+        """The members whose latest turn ended with a submission, grouped by equal answers.
+
+        Answers are compared without case and with runs of whitespace as one space. Each
+        group lists member names by submission time, and the groups are in the order of
+        their first submission. The controller learns who agrees, never what they wrote.
+
+        Args:
+            members: The members to group. `None` means every member.
+        """
+        ...
+
+    def open_work(self, member: str | MemberHandle | None = None) -> Mapping[str, Sequence[str]]:
+        """What the channels hold that is still to be done, by channel: the ids of tasks open or
+        claimed, of messages unread and so on, as each channel's `WorkState.open_work()` says.
+        Channels that hold nothing still to be done are left out, so `{}` means none.
+
+        Args:
+            member: Only what waits on this member (work assigned to it, messages to it
+                unread). `None` means everything still to be done.
+        """
+        ...
+
+    @property
+    def waiting_since(self) -> float | None:
+        """The swarm time since which every member has been waiting in `swarm_wait`, has
+        ended or has not started, or `None` when a member is at work."""
+        ...

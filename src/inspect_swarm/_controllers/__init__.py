@@ -1,0 +1,1 @@
+"""The built-in controllers, written against the controller contract."""

@@ -1,0 +1,1 @@
+"""The bus: every channel's records, waits and notices in one run."""

@@ -1,0 +1,42 @@
+"""The swarm server, its Swarms API client, CLI and MCP tools.
+
+A self-hosted server for the Swarms API (one shell command on many isolated sandboxes at
+once) and a client that works the same against it and against hosted servers. The swarm
+library never imports this package; its server needs the `server` extra.
+"""
+
+# The public API, for type checkers and IDEs; `__init__.py` imports each name on first use.
+from ._client import (
+    APIConnectionError,
+    AsyncSwarmsClient,
+    AuthenticationError,
+    ConflictError,
+    NotFoundError,
+    PlanRequiredError,
+    RateLimitError,
+    Sandboxes,
+    Servers,
+    Swarms,
+    SwarmsAPIError,
+    SwarmsClient,
+    is_finished,
+)
+from ._sweep import sample_arms, sweep
+
+__all__ = [
+    "APIConnectionError",
+    "AsyncSwarmsClient",
+    "AuthenticationError",
+    "ConflictError",
+    "NotFoundError",
+    "PlanRequiredError",
+    "RateLimitError",
+    "Sandboxes",
+    "Servers",
+    "Swarms",
+    "SwarmsAPIError",
+    "SwarmsClient",
+    "is_finished",
+    "sample_arms",
+    "sweep",
+]

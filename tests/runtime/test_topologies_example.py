@@ -1,0 +1,87 @@
+"""examples/topologies.py: every topology on the same questions, members and budget, offline on
+its script; and a controller chosen by name from the command line."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from inspect_ai import eval
+from inspect_ai.log import EvalSample, read_eval_log
+from topologies import TOPOLOGIES, Topology, topologies
+
+from inspect_swarm.scripted import scripted_model
+
+from .helpers import result, statuses
+
+ROOT = Path(__file__).parents[2]
+EXPECTED = {
+    # stop reason, correct answers of 3, the statuses in the "product" sample
+    "leaderless": ("submitted", 0, ("submitted", "stopped", "stopped")),
+    "verified": ("verified", 3, ("submitted", "submitted", "stopped")),
+    "quiescence": ("quiescence", 3, ("submitted", "submitted", "stopped")),
+    "rounds": ("controller:rounds_done", 3, ("submitted", "submitted", "submitted")),
+    "vote": ("all_done", 3, ("submitted", "submitted", "submitted")),
+    "composed": ("verified", 3, ("submitted", "submitted", "stopped")),
+}
+
+
+def run_arm(topology: Topology, tmp_path: Path) -> list[EvalSample]:
+    [log] = eval(
+        topologies(topology),
+        model=scripted_model(ROOT / "examples" / "topologies.yaml", name="demo"),
+        log_dir=str(tmp_path),
+        display="none",
+    )
+    assert log.status == "success" and log.samples and len(log.samples) == 3
+    assert log.eval.task_args["topology"] == topology
+    return log.samples
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_each_topology_runs_on_the_same_script(topology: Topology, tmp_path: Path) -> None:
+    samples = run_arm(topology, tmp_path)
+    reason, correct, product = EXPECTED[topology]
+    assert {s.store["inspect_swarm:ledger"]["stop_reason"] for s in samples} == {reason}
+    assert sum(s.scores is not None and s.scores["match"].value == "C" for s in samples) == correct
+    [first] = [s for s in samples if s.id == "product"]
+    assert tuple(statuses(first).values()) == product
+    # the same budget in every arm
+    assert first.store["inspect_swarm:ledger"]["caps"]["tokens"] is not None
+
+
+def test_the_quiescence_arm_answers_with_the_latest_submission(tmp_path: Path) -> None:
+    [product] = [s for s in run_arm("quiescence", tmp_path) if s.id == "product"]
+    assert result(product)["final"]["mode"] == "last"
+    assert result(product)["final"]["member"] == "solver-2"
+
+
+def test_a_bad_topology_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"'star' is not a topology"):
+        topologies("star")  # type: ignore[arg-type]
+
+
+def test_a_controller_by_name_from_the_command_line(tmp_path: Path) -> None:
+    command = [
+        sys.executable, "-m", "inspect_ai._cli.main", "eval", "examples/getting_started.py",
+        "--model", "scripted/demo", "-M", "script=examples/getting_started.yaml",
+        "--solver", "inspect_swarm/swarm",
+        "-S", "members={factory: react, count: 3}", "-S", "channels=[]", "-S", "controller=vote",
+        "--sample-id", "product", "--log-dir", str(tmp_path), "--display", "none",
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    [path] = tmp_path.glob("*.eval")
+    log = read_eval_log(str(path))
+    assert log.status == "success" and log.samples
+    # react-2 answers 42 first, but the two others agree on 41 (in either order: their steps
+    # take the same time)
+    final = result(log.samples[0])["final"]
+    assert final["mode"] == "controller" and final["member"] in ("react-1", "react-3")
+    assert re.fullmatch(
+        r"vote: 2 of 3 submissions agree \(2: react-[13], react-[13]; 1: react-2\)",
+        final["reason"],
+    )
+    assert log.samples[0].output.completion == "41"
+    assert log.samples[0].store["inspect_swarm:ledger"]["stop_reason"] == "all_done"

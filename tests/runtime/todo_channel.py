@@ -1,0 +1,80 @@
+"""A small channel that holds work still to be done, written against the Channel API only, for the
+tests of `WorkState`: `open_work()` in the quiescence stop and in controllers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from inspect_ai.tool import Tool, tool
+from pydantic import JsonValue
+
+from inspect_swarm import Channel, ChannelRun, ChannelState, NoticeLine, Record, swarm_channel
+from inspect_swarm._contracts._record import Draft
+
+
+class TodoState:
+    """Items that are open until someone marks them done; each may be assigned to a member."""
+
+    def __init__(self, run: ChannelRun, items: Mapping[str, str | None]) -> None:
+        self._bus = run.bus
+        self.open: dict[str, str | None] = dict(items)
+
+    def tools(self) -> list[Tool]:
+        return [todo_tool(self)]
+
+    def validate(self, record: Record) -> None:
+        return None
+
+    def admit(self, record: Record) -> None:
+        return None
+
+    def apply(self, record: Record) -> tuple[list[str], Mapping[str, JsonValue] | None]:
+        assignee = None if record.op is None else record.op.get("assignee")
+        if record.kind == "add":
+            self.open[record.payload] = assignee if isinstance(assignee, str) else None
+        else:
+            self.open.pop(record.payload, None)
+        return [], None
+
+    def notice_lines(self, member: str) -> list[NoticeLine]:
+        return []
+
+    def open_work(self, member: str | None) -> Sequence[str]:
+        return [item for item, who in self.open.items() if member is None or who == member]
+
+
+def todo_tool(state: TodoState) -> Tool:
+    @tool(name="todo")
+    def make() -> Tool:
+        async def execute(command: str, item: str, assignee: str | None = None) -> str:
+            """Add an item to the shared to-do list, or mark one done.
+
+            Args:
+                command: `add` or `done`.
+                item: The item.
+                assignee: For `add`, the member who should do it.
+            """
+            op = {"assignee": assignee} if assignee else None
+            state._bus.send("todo", Draft(command, item, op))
+            return f"{command}: {item}"
+
+        return execute
+
+    return make()
+
+
+class TodoChannel(Channel):
+    name = "todo"
+    prefix = "t"
+
+    def __init__(self, items: Mapping[str, str | None]) -> None:
+        self.items = items
+
+    def open(self, run: ChannelRun) -> ChannelState:
+        return TodoState(run, self.items)
+
+
+@swarm_channel
+def todo(items: dict[str, str | None] | None = None) -> Channel:
+    """A to-do list that starts with `items` (item: assignee), open until marked done."""
+    return TodoChannel(items or {})
