@@ -13,7 +13,9 @@ from inspect_swarm.server._isolation import namespaces_supported
 from inspect_swarm.server._ray_engine import NODE_STATE_DIR
 
 from ..ray_cluster import RayCluster
-from ..server.conftest import Server, start_server, wait_for, wait_until
+from ..server.conftest import Server, start_ray_server, wait_for, wait_until
+
+_MEMORY = ("--memory-gib", "16")
 
 pytestmark = [
     pytest.mark.ray,
@@ -21,15 +23,9 @@ pytestmark = [
 ]
 
 
-def start_ray_server(state_dir: Path, cluster: RayCluster) -> Server:
-    return start_server(
-        state_dir, "--memory-gib", "16", "--engine", "ray", "--ray-address", cluster.address
-    )
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, ray_cluster: RayCluster) -> Iterator[Server]:
-    handle = start_ray_server(tmp_path_factory.mktemp("ray") / "state", ray_cluster)
+    handle = start_ray_server(tmp_path_factory.mktemp("ray") / "state", ray_cluster, *_MEMORY)
     yield handle
     handle.kill(signal.SIGTERM)
 
@@ -117,14 +113,14 @@ def test_a_lost_node_fails_its_sandboxes_and_the_rest_finish(
 def test_a_restarted_server_explains_every_run_and_nodes_keep_nothing(
     tmp_path: Path, ray_cluster: RayCluster
 ) -> None:
-    first = start_ray_server(tmp_path / "state", ray_cluster)
+    first = start_ray_server(tmp_path / "state", ray_cluster, *_MEMORY)
     with first.client() as client:
         run = client.swarms.start("sleep 62.5", count=4, size="1x1", concurrency=2)
         wait_until(lambda: client.swarms.get(run["id"])["counts"]["running"] == 2, timeout=60)  # type: ignore[index]
     first.kill(signal.SIGKILL)
     # the server's end is its Ray job's: the nodes end its sandboxes
     wait_until(lambda: not [s for s in leftovers("sleep 62.5") if s.startswith("process")])
-    second = start_ray_server(tmp_path / "state", ray_cluster)
+    second = start_ray_server(tmp_path / "state", ray_cluster, *_MEMORY)
     try:
         with second.client() as client:
             client.swarms.cancel(run["id"])  # the two queued ones started again: stop them

@@ -18,6 +18,8 @@ import pytest
 from inspect_swarm.server import SwarmsClient
 from inspect_swarm.server._isolation import SYSTEM_DIRS, namespaces_supported
 
+from ..ray_cluster import RayCluster
+
 KEY = "test-key"
 OTHER_KEY = "other-key"
 READ_ONLY_KEY = "read-key"
@@ -135,6 +137,11 @@ def start_server(
         time.sleep(0.05)
     process.kill()
     raise RuntimeError(f"the server did not start: {log.name}")
+
+
+def start_ray_server(state_dir: Path, cluster: RayCluster, *extra: str) -> Server:
+    """Start a server on the Ray engine, on `cluster`."""
+    return start_server(state_dir, "--engine", "ray", "--ray-address", cluster.address, *extra)
 
 
 ENGINES = ["local", "ray"]
