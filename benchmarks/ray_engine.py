@@ -1,0 +1,105 @@
+"""The Ray engine's cost: what it adds per sandbox against the local engine, in the same run of
+this script, and a run bigger than the cluster, which waits in Ray's queue instead of failing.
+
+Starts a Ray head and two worker nodes (8 CPUs and 8 GiB of Ray's logical resources each) on
+this machine, inside a network namespace of this process's own (root; only loopback), then a
+server on each engine:
+
+1. N no-op sandboxes (`true`, 1 vCPU and 1 GB each), 16 at a time, on
+   each engine: the run's wall time (target: Ray at most 2x local), and each sandbox's time
+   from booting to ended (`startedAt` to `endedAt`) at p50, whose difference is what Ray adds
+   per sandbox (target: under 5 ms).
+2. Memory pressure: a run whose sandboxes (1 vCPU, 4 GB, sleeping 1 s) ask for twice the
+   cluster's memory at once (the server books 64 GiB: Ray holds what does not fit): every
+   sandbox succeeds, the run in waves.
+
+Figures on one machine measure the engine's overhead, not how it scales: every node shares the
+same cores.
+
+    .venv/bin/python benchmarks/ray_engine.py [--sandboxes 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.ray_cluster import enter_own_network_namespace, start_cluster
+from tests.server.conftest import Server, start_server
+
+
+def seconds(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def run(server: Server, command: str, count: int, size: str, concurrency: int | None) -> Any:
+    """Run `count` sandboxes of `command` and wait; the run and its wall time."""
+    with server.client() as client:
+        began = time.monotonic()
+        started = client.swarms.start(command, count=count, size=size, concurrency=concurrency)
+        done = client.swarms.wait(started["id"], poll_interval=0.05, timeout=900)
+        return done, time.monotonic() - began
+
+
+def no_ops(server: Server, count: int) -> tuple[float, float, int]:
+    """The wall time of `count` no-op sandboxes, each one's p50 time, how many succeeded."""
+    done, wall = run(server, "true", count, "1x1", 16)
+    each = [seconds(s["endedAt"]) - seconds(s["startedAt"]) for s in done["sandboxes"]]
+    return wall, statistics.median(each), done["counts"]["succeeded"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sandboxes", type=int, default=200)
+    args = parser.parse_args()
+    enter_own_network_namespace()
+    cluster = start_cluster()
+    servers: list[Server] = []
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix="ray-bench-"))
+        ray_args = ("--engine", "ray", "--ray-address", cluster.address)
+        local = start_server(tmp / "local", "--memory-gib", "16")
+        # more than the workers hold: what does not fit waits in Ray's queue, not the server's
+        ray = start_server(tmp / "ray", "--memory-gib", "64", *ray_args)
+        servers += [local, ray]
+        for server in servers:  # warm: sandbox hosts made, Ray's workers started
+            no_ops(server, 32)
+        figures = {}
+        for name, server in (("local", local), ("ray", ray)):
+            figures[name] = no_ops(server, args.sandboxes)
+            wall, p50, ok = figures[name]
+            print(
+                f"{name:5} {args.sandboxes} no-op sandboxes: {wall:.2f} s, "
+                f"each p50 {p50 * 1000:.1f} ms, {ok} succeeded"
+            )
+        (local_wall, local_p50, _), (ray_wall, ray_p50, _) = figures["local"], figures["ray"]
+        print(
+            f"ray vs local: {ray_wall / local_wall:.2f}x the run's time (target <= 2x), "
+            f"{(ray_p50 - local_p50) * 1000:+.1f} ms per sandbox at p50 (target < 5 ms)"
+        )
+        # the cluster's workers hold 16 GiB; 8 sandboxes of 4 GB at once ask for 32
+        done, wall = run(ray, "sleep 1", 8, "1x4", 8)
+        statuses = {s["status"] for s in done["sandboxes"]}
+        nodes = {s["node"] for s in done["sandboxes"]}
+        print(
+            f"memory pressure: 8 sandboxes of 4 GB on 16 GiB of workers: {sorted(statuses)} "
+            f"in {wall:.2f} s over {len(nodes)} nodes (2 waves of 1 s each, not failures)"
+        )
+        print("figures on one machine measure overhead, not scaling: the nodes share its cores")
+    finally:
+        for server in servers:
+            server.kill(signal.SIGTERM)
+        cluster.stop()
+
+
+if __name__ == "__main__":
+    main()
