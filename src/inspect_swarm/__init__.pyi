@@ -9,7 +9,10 @@ store: `inspect_swarm:result`, `inspect_swarm:ledger` and `inspect_swarm:metrics
 
 # The public API, for type checkers and IDEs; `__init__.py` imports each name on first use.
 from ._channels._filesystem_channel import filesystem
+from ._channels._messages import messages
+from ._channels._notes import notes
 from ._channels._shared_memory import shared_memory
+from ._channels._tasks import tasks
 from ._contracts._budget import Budget, BudgetUsage, SwarmBudget
 from ._contracts._channel import (
     Channel,
@@ -26,14 +29,17 @@ from ._contracts._controller import Controller, FinalName, StopReason, swarm_con
 from ._contracts._member import Member, member
 from ._contracts._record import Record
 from ._contracts._roster import MemberInfo, MemberState
+from ._contracts._work import Assignment, Outstanding, WorkState
 from ._controllers._leaderless import leaderless
 from ._swarm import swarm
+from ._tools._bridged import swarm_bridged_tools
 from ._tools._channel_tools import swarm_tools
 from ._tools._notice import swarm_on_continue
 from ._tools._react import swarm_react
 from ._tools._resources import swarm_budget, swarm_resources
 
 __all__ = [
+    "Assignment",
     "Budget",
     "BudgetUsage",
     "Channel",
@@ -47,6 +53,7 @@ __all__ = [
     "MemberInfo",
     "MemberState",
     "NoticeLine",
+    "Outstanding",
     "Record",
     "StopReason",
     "SwarmBudget",
@@ -55,11 +62,15 @@ __all__ = [
     "WaitNews",
     "WaitSpec",
     "WaitingState",
+    "WorkState",
     "filesystem",
     "leaderless",
     "member",
+    "messages",
+    "notes",
     "shared_memory",
     "swarm",
+    "swarm_bridged_tools",
     "swarm_budget",
     "swarm_channel",
     "swarm_controller",
@@ -67,4 +78,5 @@ __all__ = [
     "swarm_react",
     "swarm_resources",
     "swarm_tools",
+    "tasks",
 ]

@@ -9,7 +9,7 @@ from pydantic import JsonValue
 
 from ._factory import registered_factory
 from ._record import Draft, Record
-from ._roster import MemberInfo
+from ._roster import MemberInfo, MemberState
 
 __all__ = [
     "Channel",
@@ -68,6 +68,10 @@ class Bus(Protocol):
         """The agent span of the member's own loop."""
         ...
 
+    def member_state(self, member: str) -> MemberState:
+        """Whether the member is pending, running or has ended."""
+        ...
+
     def send(self, channel: str, draft: Draft) -> Record:
         """Deliver a tool's draft as a record from the calling member, through the storm
         controls and the channel's `validate()`, `admit()` and `apply()`."""
@@ -119,6 +123,16 @@ class Channel:
     A channel that sets it opens a state that implements `WaitingState`. The bus's effective
     maximum is the largest `max_wait` of the run's open channels that set it.
     """
+
+    bridged: bool = False
+    """Whether bridged members can use the channel's tools, which they get as host tools
+    through the agent bridge (`swarm_bridged_tools()`). `swarm()` refuses a bridged member
+    beside a channel with records that leaves it `False` (the default)."""
+
+    wait_path: str | None = None
+    """What the `path` argument of `swarm_wait` watches in this channel, as the tool
+    describes it to the model, or `None` (the default) for a channel whose waits take no
+    path. `swarm_wait` has a `path` argument only in loops that reach a channel setting it."""
 
     def check(self, roster: Sequence[MemberInfo]) -> None:
         """Check the roster when `swarm()` is called.
@@ -195,8 +209,9 @@ class WaitSpec:
     """Whether that loop is the member's own, not one of its subagents'."""
 
     path: str | None = None
-    """The shared memory's filter as the model gave it, or `None` for the whole board.
-    Later channels add filters of their own."""
+    """The `path` argument as the model gave it, or `None` without one. Only a channel that
+    sets `Channel.wait_path`, such as the shared memory's board, narrows its news by it;
+    the other channels' news reaches the wait whatever the path."""
 
 
 @dataclass(frozen=True)

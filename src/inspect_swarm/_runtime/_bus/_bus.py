@@ -23,9 +23,11 @@ from ..._contracts._channel import (
     WaitingState,
     WaitSpec,
 )
-from ..._contracts._record import Draft, Record, Refused, freeze, thaw
+from ..._contracts._record import ALL, ROLE, Draft, Record, Refused, freeze, thaw
+from ..._contracts._roster import MemberState
 from ..._contracts._schema import EVIDENCE_SOURCE
 from ..._contracts._status import WaitOutcome
+from ..._contracts._work import Assignment, Outstanding, WorkState
 from .._member_run import ChannelComm, MemberComm
 from ._evidence import EvidenceLog
 from ._storm import RateWindow
@@ -49,7 +51,9 @@ _WIRING = {
     "swarm_tools": (
         "made a model call without the tools of the swarm's channels ({channels}): its agent "
         "never resolved swarm_tools(), so it cannot use them.",
-        f"Put swarm_tools() in its agent's tools {_BUILDER}.",
+        f"Put swarm_tools() in its agent's tools {_BUILDER}. A bridged agent takes them as "
+        "host tools: pass bridged_tools=[swarm_bridged_tools()] to its agent or to "
+        "sandbox_agent_bridge(), in its builder.",
     ),
     "swarm_on_continue": (
         "reached its second model call without running swarm_on_continue(), so it gets no "
@@ -69,8 +73,10 @@ class _Open:
     name: str
     prefix: str
     tools: list[Tool]
-    # whether the state wakes waits, checked once: a protocol isinstance() is slow
+    # whether the state wakes waits, or hands out work, checked once: a protocol
+    # isinstance() is slow
     waiting: bool
+    working: bool
     numbers: int = 0
     rates: dict[str, RateWindow] = field(default_factory=dict)
 
@@ -151,6 +157,7 @@ class SwarmBus:
             channel.prefix,
             state.tools(),
             waiting=isinstance(state, WaitingState),
+            working=isinstance(state, WorkState),
         )
 
     # -- who calls -------------------------------------------------------------------------
@@ -168,6 +175,9 @@ class SwarmBus:
         if member in self._own_loops:
             return self._own_loops[member]
         return self._host.member_span_id(member)
+
+    def member_state(self, member: str) -> MemberState:
+        return self._host.member_state(member)
 
     @property
     def stopping(self) -> bool:
@@ -188,8 +198,10 @@ class SwarmBus:
     def _tools_for(self, own: bool) -> list[Tool]:
         reached = [o for o in self._channels.values() if own or o.channel.reach == "member"]
         tools = [t for o in reached for t in o.tools]
-        if any(o.channel.max_wait for o in reached):
-            tools.append(swarm_wait(self))
+        waking = [o.channel for o in reached if o.channel.max_wait]
+        if waking:
+            paths = [c.wait_path for c in waking if c.wait_path]
+            tools.append(swarm_wait(self, " ".join(paths) or None))
         return tools
 
     # -- records ---------------------------------------------------------------------------
@@ -210,7 +222,7 @@ class SwarmBus:
             kind=draft.kind,
             sender=caller.member,
             to=draft.to,
-            recipients=self._resolve(draft.to),
+            recipients=self._resolve(draft.to, caller.member),
             payload=draft.payload,
             op=freeze(dict(draft.op)) if draft.op is not None else None,  # type: ignore[arg-type]
             wake=draft.wake,
@@ -241,14 +253,31 @@ class SwarmBus:
             self._wake(opened, record)
         return record
 
-    def _resolve(self, to: tuple[str, ...]) -> tuple[str, ...]:
+    def _resolve(self, to: tuple[str, ...], sender: str) -> tuple[str, ...]:
+        """The members the addresses name: a member by its name, the members with a role
+        by `role:<role>`, every member by `all` (the sender is not among those two)."""
+        names: list[str] = []
         for address in to:
-            if address not in self._members:
-                raise ToolError(
-                    f"Unknown recipient {address!r}: address a member by its name "
-                    f"({', '.join(self._members)})."
-                )
-        return tuple(dict.fromkeys(to))
+            role = address[len(ROLE) :] if address.startswith(ROLE) else None
+            if address in self._members:
+                names.append(address)
+            elif address == ALL:
+                names.extend(m.name for m in self._roster if m.name != sender)
+            elif role and any(m.role == role for m in self._roster):
+                names.extend(m.name for m in self._roster if m.role == role and m.name != sender)
+            else:
+                raise ToolError(self._unknown(address))
+        return tuple(dict.fromkeys(names))
+
+    def _unknown(self, address: str) -> str:
+        roles = list(dict.fromkeys(f"{ROLE}{m.role}" for m in self._roster if m.role))
+        forms = [f"a member by its name ({', '.join(self._members)})"]
+        if roles:
+            forms.append(f"the members with a role as {ROLE}<role> ({', '.join(roles)})")
+        return (
+            f"Unknown recipient {address!r}: address {', '.join(forms)}, or every other member "
+            f"as {ALL!r}."
+        )
 
     def _sent(self, record: Record, caller: Caller, refusal: Refused | None) -> None:
         self._evidence(
@@ -260,6 +289,7 @@ class SwarmBus:
             payload=record.payload,
             data=thaw(record.op) if record.op is not None else None,
             to=list(record.to),
+            reply_to=record.reply_to,
             refused=({"control": refusal.control, "message": refusal.message} if refusal else None),
         )
 
@@ -516,6 +546,27 @@ class SwarmBus:
     def close(self) -> None:
         """The run has ended."""
         self.begin_stop()
+
+    # -- work --------------------------------------------------------------------------------
+
+    def outstanding(self) -> dict[str, Outstanding]:
+        """What each channel that hands out work (its state is a `WorkState`) holds open or
+        unread now, by channel name. A swarm whose channels hand out none gives `{}`."""
+        return {
+            name: cast(WorkState, o.state).outstanding()
+            for name, o in self._channels.items()
+            if o.working
+        }
+
+    def assigned(self, member: str) -> list[Assignment]:
+        """The work the swarm's channels have given `member` and it has not finished, channel
+        by channel in the order of `swarm(channels=...)`."""
+        return [
+            assignment
+            for o in self._channels.values()
+            if o.working
+            for assignment in cast(WorkState, o.state).assigned(member)
+        ]
 
     # -- metrics ---------------------------------------------------------------------------
 
