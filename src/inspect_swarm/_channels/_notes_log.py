@@ -11,7 +11,7 @@ from inspect_ai.tool import Tool, ToolDef, ToolError
 from pydantic import JsonValue
 
 from .._contracts._channel import Bus, Caller, ChannelRun, NoticeLine, WaitNews, WaitSpec
-from .._contracts._record import Draft, Record, Refused
+from .._contracts._record import Draft, Record
 from ._parts import Handles, Views, check_text, plural, with_status
 
 CHANNEL = "notes"
