@@ -1,7 +1,7 @@
 """One run of the swarm in one sample: its members, controller, stop procedure and records."""
 
 import time
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 
 import anyio
 from inspect_ai.agent import AgentState
@@ -19,6 +19,7 @@ from ._contracts._member import MemberSpec
 from ._contracts._roster import Delivery, MemberInfo, MemberState
 from ._contracts._schema import EVIDENCE_SOURCE, SwarmLedger
 from ._contracts._status import EndedBy, MemberStatus, SwarmStopReason, sample_limit
+from ._contracts._work import Assignment, Outstanding
 from ._runtime._answer import Answer, choose_answer
 from ._runtime._bus._bus import SwarmBus
 from ._runtime._enforce import BudgetEnforcer
@@ -197,6 +198,13 @@ class SwarmRun:
             )
         self._chosen = (m, reason)
         self._write_result(provisional=True)
+
+    def outstanding(self) -> Mapping[str, Outstanding]:
+        return self._bus.outstanding() if self._bus is not None else {}
+
+    def assigned(self, member: str | MemberHandle) -> list[Assignment]:
+        m = self._get(member if isinstance(member, str) else member.name)
+        return self._bus.assigned(m.name) if self._bus is not None else []
 
     # ---- the member lifecycle (called by run_member) -----------------------------------
 

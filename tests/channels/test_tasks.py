@@ -305,3 +305,22 @@ async def test_notices_and_waits_report_tasks_others_changed() -> None:
     assert status(await task(h, "b", "sub", command="list")).startswith("Tasks: none changed")
     read = comm_events("read")[-1]
     assert (read["member"], read["loop"], read["nested"]) == ("b", "sub", True)
+
+
+async def test_long_lists_are_cut_and_say_so() -> None:
+    h = board(rate=None)
+    for i in range(105):
+        await task(h, "a", command="create", title=f"job {i}")
+    listing = await task(h, "b", command="list")
+    assert listing.startswith(
+        "105 tasks. The first 100 are shown: list by status, or view a task by its id."
+    )
+    assert "t-100\t" in listing and "t-101\t" not in listing
+    # the status line names the first 20 it has not looked at, and counts the rest
+    assert (
+        status(listing)
+        == "Tasks: 5 changed since you last looked (t-101, t-102, t-103, t-104, t-105)."
+    )
+    fresh = status(await task(h, "c", command="view", task="t-1"))
+    assert fresh.startswith("Tasks: 104 changed since you last looked (t-2, t-3, ")
+    assert fresh.endswith(", t-21 and 84 more).")

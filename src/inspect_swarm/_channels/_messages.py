@@ -78,10 +78,10 @@ def messages(
     Args:
         max_messages: The most messages in one run of the swarm, from 1 to 100,000.
         max_message_bytes: The most UTF-8 bytes in one message, from 1 to 65,536.
-        rate: The most messages one member may send in a sliding window of seconds, as
-            `(count, seconds)`; `None` for no limit.
-        max_wait: The longest `swarm_wait` in seconds, from 1 to 3,600, and its default
-            timeout.
+        rate: `(count, seconds)`: a member sends at most `count` messages within any
+            `seconds`. `None` lifts the limit.
+        max_wait: How long one `swarm_wait` may last, and lasts when it is given no
+            timeout, in seconds (1 to 3,600).
 
     Returns:
         The channel.

@@ -58,10 +58,10 @@ def notes(
     Args:
         max_notes: The most notes in the log, from 1 to 100,000.
         max_note_bytes: The most UTF-8 bytes in one note, from 1 to 16,384.
-        rate: The most notes one member may add, all its loops together, in a sliding window
-            of seconds, as `(count, seconds)`; `None` for no limit.
-        max_wait: The longest `swarm_wait` in seconds, from 1 to 3,600, and its default
-            timeout.
+        rate: `(count, seconds)`: a member, its subagents included, adds at most `count`
+            notes within any `seconds`. `None` lifts the limit.
+        max_wait: How long one `swarm_wait` may last, and lasts when it is given no
+            timeout, in seconds (1 to 3,600).
 
     Returns:
         The channel.

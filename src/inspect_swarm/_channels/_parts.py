@@ -6,7 +6,7 @@ from __future__ import annotations
 import bisect
 import re
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Generic, Protocol, TypeVar
 
 from inspect_ai.tool import ToolError
@@ -86,6 +86,18 @@ def check_text(noun: str, text: str, held: int, most: int, max_bytes: int) -> No
 
 def plural(n: int) -> str:
     return "" if n == 1 else "s"
+
+
+NAMED = 20
+"""The most items a status line, notice or wait result names one by one."""
+
+U = TypeVar("U")
+
+
+def listed(items: Sequence[U], show: Callable[[U], str] = str) -> str:
+    """The first `NAMED` items, shown and joined, and how many more there are."""
+    shown = ", ".join(show(item) for item in items[:NAMED])
+    return shown if len(items) <= NAMED else f"{shown} and {len(items) - NAMED} more"
 
 
 # -- each loop's news --------------------------------------------------------------------------

@@ -73,10 +73,10 @@ def tasks(
         max_task_bytes: The most UTF-8 bytes in one task's title, description and result
             together, from 1 to 65,536.
         max_lease: The longest lease a claim may ask for, in seconds, from 1 to 86,400.
-        rate: The most changes one member may make, all its loops together, in a sliding
-            window of seconds, as `(count, seconds)`; `None` for no limit.
-        max_wait: The longest `swarm_wait` in seconds, from 1 to 3,600, and its default
-            timeout.
+        rate: `(count, seconds)`: a member, its subagents included, makes at most `count`
+            changes to the list within any `seconds`. `None` lifts the limit.
+        max_wait: How long one `swarm_wait` may last, and lasts when it is given no
+            timeout, in seconds (1 to 3,600).
 
     Returns:
         The channel.

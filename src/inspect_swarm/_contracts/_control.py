@@ -1,10 +1,11 @@
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from inspect_ai.model import ChatMessage
 
 from ._roster import MemberState
+from ._work import Assignment, Outstanding
 
 
 class MemberHandle(Protocol):
@@ -107,5 +108,24 @@ class SwarmControl(Protocol):
         Args:
             member: The member, or its name.
             reason: Why the controller chose it, for the record.
+        """
+        ...
+
+    def outstanding(self) -> Mapping[str, Outstanding]:
+        """What the swarm's channels hold open or unread now, by channel name.
+
+        Only channels that hand out work answer, such as `tasks()` (open and claimed tasks)
+        and `messages()` (each running member's unread messages); the swarm has nothing
+        outstanding when every value is `settled`, or when there is none.
+        """
+        ...
+
+    def assigned(self, member: str | MemberHandle) -> list[Assignment]:
+        """The work the swarm's channels have given a member that it has not finished: tasks
+        assigned to it or claimed by it that are not done, and messages to it that it has not
+        read. A member that has not started can have some.
+
+        Args:
+            member: The member, or its name.
         """
         ...

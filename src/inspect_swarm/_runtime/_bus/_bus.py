@@ -330,8 +330,13 @@ class SwarmBus:
     def _evidence(
         self, kind: EvidenceKind, channel: str | None, caller: Caller, **data: JsonValue
     ) -> None:
-        who = {"member": caller.member, "loop": caller.loop, "nested": not caller.own}
-        self._evidence_log.log({"type": "comm", "kind": kind, "channel": channel, **who, **data})
+        member, loop, own, _ = caller
+        self._evidence_log.log(
+            {
+                "type": "comm", "kind": kind, "channel": channel,
+                "member": member, "loop": loop, "nested": not own, **data,
+            }
+        )  # fmt: skip
 
     # -- notices ---------------------------------------------------------------------------
 
