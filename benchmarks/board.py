@@ -29,7 +29,7 @@ from inspect_ai.log._transcript import Transcript, init_transcript
 from inspect_ai.tool import Tool
 from inspect_ai.util._span import _current_agent_span_id
 
-from inspect_swarm import shared_memory
+from inspect_swarm import Channel, shared_memory
 from inspect_swarm._context import _member, _swarm
 from inspect_swarm._contracts._roster import Delivery, MemberInfo, MemberState
 from inspect_swarm._runtime._bus._bus import SwarmBus
@@ -43,10 +43,11 @@ OPS_PER_MEMBER = 4_000
 class Host:
     """The parts of a swarm run the bus reads."""
 
-    def __init__(self) -> None:
+    def __init__(self, channels: Sequence[Channel] | None = None) -> None:
         self._roster = [MemberInfo(n) for n in MEMBERS]
         self._t0 = time.perf_counter()
-        channels = [shared_memory(rate=None, max_board_bytes=16_777_216)]
+        if channels is None:
+            channels = [shared_memory(rate=None, max_board_bytes=16_777_216)]
         comms = {m.name: MemberComm() for m in self._roster}
         self.bus = SwarmBus(self, channels, comms)  # type: ignore[arg-type]
 
