@@ -319,3 +319,21 @@ def test_the_factory_checks_its_arguments_and_the_roster() -> None:
 
     with pytest.raises(ValueError, match=r"messages needs member names .* 'all' is not"):
         swarm([member(react, name="all"), member(react, name="b")], channels=[messages()])
+
+
+async def test_subagents_neither_send_nor_read_the_members_messages() -> None:
+    from inspect_ai.tool import ToolDef
+
+    from inspect_swarm import notes
+
+    h = FakeHost(["a", "b"], [messages(), notes()])
+    with acting("b"):
+        own = [ToolDef(t).name for t in h.bus_.channel_tools("b")]
+    with acting("b", "sub"):
+        nested = [ToolDef(t).name for t in h.bus_.channel_tools("b")]
+    assert (own, nested) == (["messages", "notes", "swarm_wait"], ["notes", "swarm_wait"])
+    await msg(h, "a", command="send", to="b", text="for b")
+    # the member's own wait has news at once; its subagent's waits out its timeout
+    assert "Messages: 1 unread for you (m-1 from a)" in await use(h, "swarm_wait", "b", timeout=1)
+    waited = await use(h, "swarm_wait", "b", "sub", timeout=0.1)
+    assert waited == "Wait ended: no news after 0.1 seconds."
