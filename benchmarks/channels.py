@@ -22,20 +22,26 @@ as a test.
 
 from __future__ import annotations
 
-import argparse
-import gc
-import statistics
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import anyio
 import anyio.lowlevel
-from board import MEMBERS, OPS_PER_MEMBER, GcTimer, Host, tools
+from board import (
+    MEMBERS,
+    OPS_PER_MEMBER,
+    Host,
+    benchmark,
+    run_members,
+    tools,
+    wake_figures,
+    wake_latencies,
+)
 from inspect_ai.log._transcript import Transcript, init_transcript
 from inspect_ai.tool import Tool
 
 from inspect_swarm import Channel, messages, notes, tasks
+from inspect_swarm._context import _swarm
 
 Tools = dict[str, Tool]
 Operation = Callable[[int, int, str, Tools], Awaitable[object]]
@@ -125,8 +131,6 @@ class Throughput:
 async def throughput(workload: Workload) -> Throughput:
     init_transcript(Transcript())
     host = Host([workload.channel()])
-    from inspect_swarm._context import _swarm
-
     _swarm.set(host)  # type: ignore[arg-type]
     result = Throughput()
 
@@ -139,69 +143,27 @@ async def throughput(workload: Workload) -> Throughput:
             if i % 64 == 0:
                 await anyio.lowlevel.checkpoint()
 
-    gc.collect()
-    timer = GcTimer()
-    gc.callbacks.append(timer)
-    start = time.perf_counter()
-    try:
-        async with anyio.create_task_group() as tg:
-            for index, name in enumerate(MEMBERS):
-                tg.start_soon(work, index, name)
-        result.elapsed = time.perf_counter() - start
-    finally:
-        gc.callbacks.remove(timer)
-        host.bus.close()
-    result.gc_seconds = timer.seconds
+    result.elapsed, result.gc_seconds = await run_members(host, work)
     return result
 
 
-async def wake_latency(workload: Workload, rounds: int = 300) -> list[float]:
+async def wake_latency(workload: Workload) -> list[float]:
     init_transcript(Transcript())
     host = Host([workload.channel()])
-    from inspect_swarm._context import _swarm
-
-    _swarm.set(host)  # type: ignore[arg-type]
-    latencies: list[float] = []
-
-    async def waiter(i: int, done: anyio.Event, woke: list[float]) -> None:
-        own = tools(host, "m-1")
-        await own["swarm_wait"]()
-        woke.append(time.perf_counter())
-        await workload.ack(own, i)
-        done.set()
-
-    for i in range(rounds):
-        done, woke = anyio.Event(), list[float]()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(waiter, i, done, woke)
-            while not host.bus._pending:
-                await anyio.lowlevel.checkpoint()
-            writer = tools(host, "m-2")
-            sent = time.perf_counter()
-            await workload.signal(writer, i)
-            await done.wait()
-        latencies.append(woke[0] - sent)
-    host.bus.close()
-    return latencies
+    return await wake_latencies(host, lambda t, i: t["swarm_wait"](), workload.ack, workload.signal)
 
 
 async def main(repeat: int) -> None:
     for workload in WORKLOADS:
         runs = [await throughput(workload) for _ in range(repeat)]
         best = max(runs, key=lambda r: r.rate)
-        ms = sorted(x * 1000 for x in await wake_latency(workload))
+        wake = wake_figures(await wake_latency(workload))
         print(
             f"{workload.name:>8}: operations/s {best.rate:,.0f} (best of {repeat}, "
             f"{best.ops:,} operations, garbage collector {best.gc_seconds / best.elapsed:.0%}"
-            f" of the time); swarm_wait wake-up median {statistics.median(ms):.3f} ms, "
-            f"p95 {ms[int(len(ms) * 0.95)]:.3f} ms, max {ms[-1]:.3f} ms"
+            f" of the time); swarm_wait wake-up {wake}"
         )
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=3, help="throughput runs (best kept)")
-    args = parser.parse_args()
-    for backend in ("asyncio", "trio"):
-        print(f"[{backend}]")
-        anyio.run(main, args.repeat, backend=backend)
+    benchmark(main, __doc__ or "")

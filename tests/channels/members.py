@@ -15,9 +15,14 @@ from ..runtime.helpers import info_events
 F = "/shared_memory"
 
 
+def tool(name: str, **arguments: Any) -> dict[str, Any]:
+    """A scripted call of a channel's tool."""
+    return {"tool": name, "arguments": arguments}
+
+
 def sm(**arguments: Any) -> dict[str, Any]:
     """A scripted call of the `shared_memory` tool."""
-    return {"tool": "shared_memory", "arguments": arguments}
+    return tool("shared_memory", **arguments)
 
 
 WAIT: dict[str, Any] = {"tool": "swarm_wait", "arguments": {}}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import anyio
 from inspect_ai.event import ModelEvent, ToolEvent
@@ -24,12 +23,7 @@ from inspect_swarm import (
 )
 
 from ..runtime.helpers import ALL_RUN, cli_eval, metrics_member, run, run_log, statuses
-from .members import WAIT, board_member, comm, member_span, spans
-
-
-def tool(name: str, **arguments: Any) -> dict[str, Any]:
-    """A scripted call of a channel's tool."""
-    return {"tool": name, "arguments": arguments}
+from .members import WAIT, board_member, comm, member_span, spans, tool
 
 
 def kinds(sample: EvalSample, channel: str) -> set[str]:

@@ -4,7 +4,6 @@ proxy serves), and acts as the member, beside a native one."""
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from inspect_ai.agent import Agent, AgentState, agent, sandbox_agent_bridge
@@ -24,6 +23,7 @@ from inspect_swarm import (
 from inspect_swarm.sandbox import multidir
 
 from ..channels.members import WAIT, board_member, comm
+from ..channels.members import tool as call
 from ..runtime.helpers import ALL_RUN, infos, metrics_member, run, statuses
 from .agents import cli_agent
 from .test_sandbox_bridge import free_port
@@ -101,10 +101,6 @@ def mcp_cli() -> Agent:
         return bridge.state
 
     return execute
-
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool": name, "arguments": arguments}
 
 
 def test_a_bridged_member_takes_part_in_messages_tasks_and_the_board(
