@@ -9,7 +9,10 @@ store: `inspect_swarm:result`, `inspect_swarm:ledger` and `inspect_swarm:metrics
 
 # The public API, for type checkers and IDEs; `__init__.py` imports each name on first use.
 from ._channels._filesystem_channel import filesystem
+from ._channels._messages import messages
+from ._channels._notes import notes
 from ._channels._shared_memory import shared_memory
+from ._channels._tasks import tasks
 from ._contracts._budget import Budget, BudgetUsage, SwarmBudget
 from ._contracts._channel import (
     Channel,
@@ -19,7 +22,6 @@ from ._contracts._channel import (
     WaitingState,
     WaitNews,
     WaitSpec,
-    WorkState,
     swarm_channel,
 )
 from ._contracts._control import (
@@ -36,6 +38,7 @@ from ._contracts._controller import Controller, FinalName, StopReason, swarm_con
 from ._contracts._member import Member, member
 from ._contracts._record import Record
 from ._contracts._roster import MemberInfo, MemberState
+from ._contracts._work import Assignment, Outstanding, WorkState
 from ._controllers._leaderless import leaderless
 from ._controllers._quiescence import quiescence
 from ._controllers._rounds import rounds
@@ -51,6 +54,7 @@ from ._controllers._stops import (
 from ._controllers._verified import verified
 from ._controllers._vote import vote
 from ._swarm import swarm
+from ._tools._bridged import swarm_bridged_tools
 from ._tools._channel_tools import swarm_tools
 from ._tools._notice import swarm_on_continue
 from ._tools._react import swarm_react
@@ -58,6 +62,7 @@ from ._tools._resources import swarm_budget, swarm_resources
 
 __all__ = [
     "AllWaiting",
+    "Assignment",
     "Budget",
     "BudgetUsage",
     "Channel",
@@ -72,6 +77,7 @@ __all__ = [
     "MemberState",
     "ModelCalled",
     "NoticeLine",
+    "Outstanding",
     "Record",
     "RecordDelivered",
     "StopCondition",
@@ -89,6 +95,8 @@ __all__ = [
     "filesystem",
     "leaderless",
     "member",
+    "messages",
+    "notes",
     "quiescence",
     "quiescent",
     "rounds",
@@ -96,6 +104,7 @@ __all__ = [
     "stall",
     "submission",
     "swarm",
+    "swarm_bridged_tools",
     "swarm_budget",
     "swarm_channel",
     "swarm_controller",
@@ -103,6 +112,7 @@ __all__ = [
     "swarm_react",
     "swarm_resources",
     "swarm_tools",
+    "tasks",
     "verified",
     "verified_pass",
     "vote",

@@ -156,13 +156,19 @@ def _check(
 
 
 def _check_bridged(roster: Sequence[MemberSpec], channels: Sequence[Channel]) -> None:
-    with_tools = [registry_unqualified_name(registry_info(ch)) for ch in channels if ch.name]
+    native_only = [
+        registry_unqualified_name(registry_info(ch))
+        for ch in channels
+        if ch.name and not ch.bridged
+    ]
     bridged = [m.name for m in roster if m.bridged]
-    if with_tools and bridged:
+    if native_only and bridged:
         raise ValueError(
-            f"swarm(): bridged members {bridged!r} cannot use channels with tools yet, and the "
-            f"swarm has {with_tools!r}. Drop those channels for this arm, or make the members "
-            "native."
+            f"swarm(): bridged members {bridged!r} cannot use the channels {native_only!r}, "
+            "whose tools serve native members only (their Channel.bridged is False). Drop "
+            "those channels for this arm, or make the members native. The built-in channels "
+            "with tools (shared_memory, messages, tasks, notes) serve bridged members too, "
+            "through swarm_bridged_tools()."
         )
 
 

@@ -2,18 +2,16 @@
 its script; and a controller chosen by name from the command line."""
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from inspect_ai import eval
-from inspect_ai.log import EvalSample, read_eval_log
+from inspect_ai.log import EvalSample
 from topologies import TOPOLOGIES, Topology, topologies
 
 from inspect_swarm.scripted import scripted_model
 
-from .helpers import result, statuses
+from .helpers import cli_eval, result, statuses
 
 ROOT = Path(__file__).parents[2]
 EXPECTED = {
@@ -63,18 +61,14 @@ def test_a_bad_topology_is_refused() -> None:
 
 
 def test_a_controller_by_name_from_the_command_line(tmp_path: Path) -> None:
-    command = [
-        sys.executable, "-m", "inspect_ai._cli.main", "eval", "examples/getting_started.py",
-        "--model", "scripted/demo", "-M", "script=examples/getting_started.yaml",
-        "--solver", "inspect_swarm/swarm",
-        "-S", "members={factory: react, count: 3}", "-S", "channels=[]", "-S", "controller=vote",
-        "--sample-id", "product", "--log-dir", str(tmp_path), "--display", "none",
-    ]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert done.returncode == 0, done.stderr
-    [path] = tmp_path.glob("*.eval")
-    log = read_eval_log(str(path))
-    assert log.status == "success" and log.samples
+    log = cli_eval(
+        ROOT / "examples/getting_started.yaml",
+        tmp_path,
+        "members={factory: react, count: 3}",
+        "channels=[]",
+        "controller=vote",
+    )
+    assert log.samples
     # react-2 answers 42 first, but the two others agree on 41 (in either order: their steps
     # take the same time)
     final = result(log.samples[0])["final"]
