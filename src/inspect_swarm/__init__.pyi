@@ -53,6 +53,7 @@ from ._controllers._stops import (
 )
 from ._controllers._verified import verified
 from ._controllers._vote import vote
+from ._scores import member_scores
 from ._swarm import swarm
 from ._tools._bridged import swarm_bridged_tools
 from ._tools._channel_tools import swarm_tools
@@ -95,6 +96,7 @@ __all__ = [
     "filesystem",
     "leaderless",
     "member",
+    "member_scores",
     "messages",
     "notes",
     "quiescence",

@@ -3,7 +3,7 @@
 import time
 from collections import deque
 from collections.abc import AsyncGenerator, Mapping, Sequence
-from typing import overload
+from typing import Any, overload
 
 import anyio
 from inspect_ai.agent import AgentState
@@ -11,6 +11,7 @@ from inspect_ai.log._samples import sample_active
 from inspect_ai.model import ChatMessage, ChatMessageUser, ModelOutput, ModelUsage
 from inspect_ai.scorer import Scorer
 from inspect_ai.util import LimitExceededError, sample_limits
+from inspect_ai.util._span import current_span_id, parent_span
 from inspect_ai.util._store import suspend_store_events
 
 from ._context import _phase, _swarm, current_member
@@ -32,6 +33,7 @@ from ._contracts._record import Record
 from ._contracts._roster import Delivery, MemberInfo, MemberState
 from ._contracts._schema import EVIDENCE_SOURCE, SwarmLedger
 from ._contracts._status import EndedBy, MemberStatus, SwarmStopReason, sample_limit
+from ._contracts._summary import MemberEnd, ending_words, stop_words, summarize
 from ._contracts._work import Assignment, Outstanding
 from ._runtime._answer import Answer, agreement, choose_answer
 from ._runtime._bus._bus import SwarmBus
@@ -41,11 +43,15 @@ from ._runtime._member_task import run_member
 from ._runtime._meter import SwarmMeter
 from ._runtime._observe import SwarmObserver
 from ._runtime._sample_records import (
+    log_member_end,
     log_result,
+    log_stop,
+    log_summary,
     metrics_record,
     write_ledger,
     write_metrics,
     write_result,
+    write_submissions,
 )
 from ._runtime._sandbox import check_environments_exist
 from ._runtime._stop import MemberStop, SwarmStoppingError, is_cancellation, leaves
@@ -102,6 +108,7 @@ class SwarmRun:
         # the AllWaiting event whose waits are held until the controller moves past it
         self._held: AllWaiting | None = None
         self._chosen: tuple[MemberRun, str | None] | None = None
+        self._span_id: str | None = None
         # members inject sandbox tools into local sandboxes one at a time (prepare_member_sandbox)
         self.host_tools = anyio.Lock()
 
@@ -370,6 +377,9 @@ class SwarmRun:
             m.turns.waiting = None
         return m.turns.next_input
 
+    def member_ending(self, m: MemberRun, outside: BaseException | None) -> None:
+        log_member_end(f"**{m.name}** {ending_words(self._member_end(m, outside))}")
+
     def member_ended(self, m: MemberRun) -> None:
         self._emit(
             MemberEnded(member=m.name, status=m.status or "cancelled", submitted=m.submitted)
@@ -394,6 +404,8 @@ class SwarmRun:
         self._stopping = True
         self._stop_own = own
         self.stop_reason = reason
+        with parent_span(self._span_id):
+            log_stop({"reason": reason, "time": round(self.clock(), 3), "grace": self.grace()})
         if self._bus is not None:
             self._bus.begin_stop()
         if not own and self._controller_scope is not None:
@@ -410,6 +422,7 @@ class SwarmRun:
             await self._idle.wait()
         for m in self._members:
             if m.state == "running" and m.scope is not None:
+                m.grace_expired = True
                 m.scope.cancel()
 
     async def _control(self) -> None:
@@ -436,6 +449,7 @@ class SwarmRun:
     async def run(self, state: AgentState) -> AgentState:
         self._input = list(state.messages)
         self._t0 = _now()
+        self._span_id = current_span_id()
         token = _swarm.set(self)
         error: BaseException | None = None
         try:
@@ -474,10 +488,22 @@ class SwarmRun:
         state.output = output if output is not None else ModelOutput()
         state.messages = self._input + self._answer_message(answer, state.output)
         ledger = self._ledger(error)
-        self._write_result(provisional=provisional, answer=answer)
+        result = self._write_result(provisional=provisional, answer=answer)
         log_result("final", answer.record(provisional))
-        write_ledger(ledger)
-        write_metrics(metrics_record(self._members, self._bus, answer, ledger, self.clock()))
+        metrics = metrics_record(self._members, self._bus, answer, ledger, self.clock())
+        ledger_json = ledger.model_dump(mode="json")
+        log_summary(
+            summarize(
+                result,
+                ledger_json,
+                metrics,
+                answer=state.output.completion,
+                token_type=self._enforcer.caps.token_type,
+            )
+        )
+        write_ledger(ledger_json)
+        write_metrics(metrics)
+        write_submissions(self._members)
         if self._bus is not None:
             self._bus.close()
 
@@ -518,9 +544,50 @@ class SwarmRun:
     def _answer(self) -> Answer:
         return choose_answer(self._members, self._controller.final, self._chosen)
 
-    def _write_result(self, *, provisional: bool, answer: Answer | None = None) -> None:
-        answer = answer or self._answer()
-        write_result(self._members, answer, provisional)
+    def _write_result(self, *, provisional: bool, answer: Answer | None = None) -> dict[str, Any]:
+        return write_result(self._members, answer or self._answer(), provisional)
+
+    def _member_end(self, m: MemberRun, outside: BaseException | None) -> MemberEnd:
+        """What the words on the member's end need, from the run as it is now."""
+        submitted = m.submitted and m.output is not None
+        return MemberEnd(
+            status=m.status,
+            answer=m.output.completion if submitted and m.output is not None else None,
+            stop=self._stop_words() if self._stopping else None,
+            grace=self.grace() if self._stopping else None,
+            reach=self._enforcer.share_reached(m)
+            if m.status == "share"
+            else self._enforcer.cap_reached(self.clock())
+            if m.status == "swarm_cap"
+            else None,
+            detail=self._end_detail(m, outside),
+            after_grace=m.grace_expired,
+        )
+
+    def _end_detail(self, m: MemberRun, outside: BaseException | None) -> str | None:
+        """The error, limit, model stop reason or outside cause that the member's end names."""
+        if m.status == "errored" and m.error is not None:
+            return _one_line(f"{type(m.error).__name__}: {m.error}")
+        if m.status == "unsubmitted" and m.output is not None:
+            return m.output.stop_reason
+        if m.status is not None and m.status.startswith("member_limit:") and m.limit_error:
+            return _one_line(m.limit_error.message)
+        if m.status == "cancelled" and outside is not None:
+            errored = next((o.name for o in self._members if o.status == "errored"), None)
+            ended_by = None if errored is not None else _ended_by(outside)
+            return stop_words(None, ended_by, errored=errored)
+        return None
+
+    def _stop_words(self) -> str:
+        submitted = [m for m in self._members if m.submit_time is not None]
+        first = min(submitted, key=lambda m: (m.submit_time or 0.0, m.spec.index), default=None)
+        capped = self.stop_reason in ("swarm_cap", "swarm_time")
+        return stop_words(
+            self.stop_reason,
+            None,
+            first=None if first is None else first.name,
+            cap=self._enforcer.cap_reached(self.clock()) if capped else None,
+        )
 
     def _member_input(
         self, m: MemberRun, input: str | list[ChatMessage] | None
@@ -578,6 +645,11 @@ def _answers_message(m: MemberRun, shown: Sequence[MemberRun]) -> str:
         text = other.output.completion if other.output is not None else ""
         parts.append(f"--- {who} ---\n{text.strip() or '(no answer)'}")
     return "\n\n".join(parts)
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _sample_error(ex: BaseException) -> BaseException:

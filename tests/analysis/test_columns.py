@@ -58,7 +58,7 @@ def one_member(model: Model, budget: Budget, calls: int) -> Any:
                 final_cancelled=False,
                 resumed=False,
                 elapsed=1.0,
-            )
+            ).model_dump(mode="json")
         )
         _context._swarm.reset(token)
         return state

@@ -171,7 +171,7 @@ def metered(
             host.interrupted = True
             raise
         finally:
-            write_ledger(host.ledger())
+            write_ledger(host.ledger().model_dump(mode="json"))
             store().set("test:verdicts", [list(v) for v in host.verdicts])
             _context._swarm.reset(token)
         return state

@@ -24,8 +24,7 @@ def task(solver: Any, *, target: str = "42", **kwargs: Any) -> Task:
     return Task(
         dataset=[Sample(input="What is six times seven?", target=target)],
         solver=solver,
-        scorer=includes(),
-        **kwargs,
+        **{"scorer": includes(), **kwargs},
     )
 
 

@@ -47,6 +47,7 @@ def test_each_member_end_and_the_answer_are_logged_before_the_ledger(
     assert [(d["type"], d.get("kind"), d.get("member")) for d in logged] == [
         ("result", "member_result", "react-1"),
         ("result", "member_result", "react-2"),
+        ("stop", None, None),
         ("result", "final", "react-2"),
         ("ledger", None, None),
         ("metrics", None, None),

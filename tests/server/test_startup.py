@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import inspect_swarm
+import inspect_swarm.analysis
 import inspect_swarm.server
 
 from .conftest import KEY, Server, run_script, start_server
@@ -88,7 +89,11 @@ def test_import_inspect_swarm_loads_names_on_first_use() -> None:
     assert done.stdout == "[]\n"
 
 
-@pytest.mark.parametrize("package", [inspect_swarm, inspect_swarm.server], ids=lambda p: p.__name__)
+@pytest.mark.parametrize(
+    "package",
+    [inspect_swarm, inspect_swarm.analysis, inspect_swarm.server],
+    ids=lambda p: p.__name__,
+)
 def test_the_stub_is_the_public_api(package: object) -> None:
     stub = Path(package.__file__).with_suffix(".pyi")  # type: ignore[attr-defined]
     tree = ast.parse(stub.read_text())

@@ -21,8 +21,18 @@ LEDGER_KEY = "inspect_swarm:ledger"
 METRICS_KEY = "inspect_swarm:metrics"
 """The sample store key of the metrics record."""
 
+SUBMISSIONS_KEY = "inspect_swarm:submissions"
+"""The sample store key of each submitting member's output, written once, when the swarm ends."""
+
 EVIDENCE_SOURCE = "inspect_swarm"
-"""The `source` of every InfoEvent the swarm logs, and the metadata key of its messages."""
+"""The `source` of every InfoEvent whose data is a record or evidence (a dict with a `type`),
+and the metadata key of the swarm's messages."""
+
+SUMMARY_SOURCE = "inspect_swarm:summary"
+"""The `source` of the InfoEvent with the swarm's summary, in Markdown, when it ends."""
+
+ENDED_SOURCE = "inspect_swarm:ended"
+"""The `source` of the InfoEvent that ends each member's timeline: how it ended, in words."""
 
 
 class Meter(BaseModel):

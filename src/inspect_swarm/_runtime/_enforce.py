@@ -26,6 +26,7 @@ from .._contracts._budget import (
 )
 from .._contracts._schema import Meter, SwarmLedger
 from .._contracts._status import EndedBy, SwarmStopReason, Verdict, member_limit
+from .._contracts._summary import Reach
 from ._member_run import MemberRun
 from ._meter import SwarmMeter
 
@@ -52,6 +53,8 @@ class BudgetEnforcer:
         self._metering = _TokenMetering("all")
         # each kind's shares, by the member's roster index
         self._shares: dict[CapKind, list[float]] = {}
+        # the member whose call first reached a cap
+        self._cap_by: str | None = None
 
     @property
     def caps(self) -> Caps:
@@ -107,6 +110,27 @@ class BudgetEnforcer:
             share = self.share(m, kind)
             if share is not None and self.member_used(m, kind) >= share:
                 return "share"
+        return None
+
+    def cap_reached(self, elapsed: float) -> Reach | None:
+        """The cap the swarm has reached, with what it has used and the member whose call
+        reached it first; the time cap once it has passed."""
+        for kind in _SPLIT_KINDS:
+            cap = self._caps.get(kind)
+            if cap is not None and self.used(kind) >= cap:
+                return Reach("cap", kind, cap, self.used(kind), self._cap_by, self._caps.token_type)
+        time = self._caps.time
+        if time is not None and elapsed >= time:
+            return Reach("cap", "time", time, elapsed, None, self._caps.token_type)
+        return None
+
+    def share_reached(self, m: MemberRun) -> Reach | None:
+        """The member's share it has reached, with what it has used."""
+        for kind in _SPLIT_KINDS:
+            share = self.share(m, kind)
+            used = self.member_used(m, kind)
+            if share is not None and used >= share:
+                return Reach("share", kind, share, used, m.name, self._caps.token_type)
         return None
 
     def view(self, m: MemberRun | None, elapsed: float) -> SwarmBudget:
@@ -199,6 +223,8 @@ class BudgetEnforcer:
         if verdict is None:
             return
         if verdict == "swarm_cap":
+            if self._cap_by is None and m is not None:
+                self._cap_by = m.name
             self._stop_swarm("swarm_cap")
         if m is not None:
             m.stop(verdict)

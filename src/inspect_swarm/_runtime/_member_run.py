@@ -82,6 +82,10 @@ class MemberRun:
         self.span_id: str | None = None
         self.agent_returned = False
         self.stop_cause: StopCause | None = None
+        # the swarm cancelled it when the grace period after its stop ran out (the stopper's)
+        self.grace_expired = False
+        # its own limit's error, when one ended it
+        self.limit_error: LimitExceededError | None = None
         self.stop_token = object()
         self.cancelled = False
         self.scope: anyio.CancelScope | None = None

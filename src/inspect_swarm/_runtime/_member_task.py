@@ -40,6 +40,11 @@ class MemberHost(Protocol):
         """The member's turn ended normally: the next turn's input, or `None` to end it."""
         ...
 
+    def member_ending(self, m: MemberRun, outside: BaseException | None) -> None:
+        """The member has ended (`outside`: what ended it from outside the swarm, if that did),
+        and its span is still open: the last word of its timeline."""
+        ...
+
     def member_ended(self, m: MemberRun) -> None: ...
 
 
@@ -54,47 +59,57 @@ async def run_member(run: MemberHost, m: MemberRun, messages: list[ChatMessage])
     m.start_time = run.clock()
     run.member_started(m)
     try:
-        with (
-            anyio.CancelScope() as scope,
-            tool_state_scope(m.name),
-            member_sandbox(m.spec),
-        ):
-            m.scope = scope
+        async with span(m.name, type="agent"):
+            m.span_id = current_span_id()
+            outside: BaseException | None = None
             try:
-                await _execute(run, m, messages)
+                await _run_scoped(run, m, messages)
             except BaseException as ex:
-                _classify(m, ex)
-        if scope.cancelled_caught:
-            m.cancelled = True
-            if m.status is None:
-                m.status = m.stop_cause or "cancelled"
-        if m.error is not None:
-            raise m.error  # a fault the swarm found outside the member's task
-    except BaseException as ex:
-        # cancelled or ended from outside the swarm (a sample limit, an operator, an error)
-        m.cancelled = m.cancelled or any(is_cancellation(e) for e in leaves(ex))
-        if m.status is None:
-            m.status = "cancelled"
-        raise
+                # cancelled or ended from outside the swarm (a sample limit, an operator, an error)
+                outside = ex
+                m.cancelled = m.cancelled or any(is_cancellation(e) for e in leaves(ex))
+                if m.status is None:
+                    m.status = "cancelled"
+                raise
+            finally:
+                m.end_time = run.clock()
+                run.member_ending(m, outside)
     finally:
         m.state = "ended"
-        m.end_time = run.clock()
         _member.reset(token)
         run.member_ended(m)
 
 
+async def _run_scoped(run: MemberHost, m: MemberRun, messages: list[ChatMessage]) -> None:
+    """Run the member in its cancel scope, tool-state scope and sandbox; set its status."""
+    with (
+        anyio.CancelScope() as scope,
+        tool_state_scope(m.name),
+        member_sandbox(m.spec),
+    ):
+        m.scope = scope
+        try:
+            await _execute(run, m, messages)
+        except BaseException as ex:
+            _classify(m, ex)
+    if scope.cancelled_caught:
+        m.cancelled = True
+        if m.status is None:
+            m.status = m.stop_cause or "cancelled"
+    if m.error is not None:
+        raise m.error  # a fault the swarm found outside the member's task
+
+
 async def _execute(run: MemberHost, m: MemberRun, messages: list[ChatMessage]) -> None:
-    async with span(m.name, type="agent"):
-        m.span_id = current_span_id()
-        await prepare_member_sandbox(m.spec, run.host_tools)
-        with m.background.owning(None):
-            agent = m.spec.build()
-        if m.error is not None:
-            raise m.error  # the factory started background work, and caught the refusal
-        async with anyio.create_task_group() as tg:
-            with m.background.owning(tg):
-                await _run_agent(run, m, agent, messages)
-                await m.background.drain(run.grace())
+    await prepare_member_sandbox(m.spec, run.host_tools)
+    with m.background.owning(None):
+        agent = m.spec.build()
+    if m.error is not None:
+        raise m.error  # the factory started background work, and caught the refusal
+    async with anyio.create_task_group() as tg:
+        with m.background.owning(tg):
+            await _run_agent(run, m, agent, messages)
+            await m.background.drain(run.grace())
 
 
 async def _run_agent(
@@ -125,6 +140,7 @@ async def _run_agent(
         m.limits = tuple(limits)
         with apply_limits(limits, catch_errors=True) as scope:
             await turns()
+        m.limit_error = scope.limit_error
         limit = None if scope.limit_error is None else scope.limit_error.type
     # a limit reached between turns leaves the last turn's ending as it was
     if limit is not None and not m.agent_returned:
@@ -163,6 +179,7 @@ def _classify(m: MemberRun, ex: BaseException) -> None:
             m.status = m.status or member_limit("custom")
         elif isinstance(e, LimitExceededError) and e.source in m.limits:
             m.status = m.status or member_limit(e.type)
+            m.limit_error = m.limit_error or e
         elif is_cancellation(e):
             continue
         else:

@@ -1,26 +1,36 @@
 """What the swarm leaves in the sample: its result, ledger and metrics records, each in the store
-and logged as an InfoEvent, and the `result` events of how members ended and the answer.
+and logged as an InfoEvent; the `result` events of how members ended and the answer, and the
+`stop` event; the members' submissions; and, for people, the summary in Markdown and the
+words that end each member's timeline.
 
 Each record is a projection of the members' state (`MemberRun`), the meter's ledger and the
 bus; this module is the one place that writes them.
 """
 
+import logging
 from collections.abc import Sequence
 from typing import Any, Literal
 
 from inspect_ai.log import transcript
+from inspect_ai.log._samples import sample_active
 from inspect_ai.util import store
 
 from .._contracts._schema import (
+    ENDED_SOURCE,
     EVIDENCE_SOURCE,
     LEDGER_KEY,
     METRICS_KEY,
     RESULT_KEY,
+    SUBMISSIONS_KEY,
+    SUMMARY_SOURCE,
     SwarmLedger,
 )
+from .._contracts._summary import SwarmSummary, summary_markdown
 from ._answer import Answer
 from ._bus._bus import SwarmBus
 from ._member_run import MemberRun
+
+_logger = logging.getLogger(__name__)
 
 # communication through files is observed, not recorded: without a channel that records,
 # there is nothing to count, which is not the same as zero
@@ -43,9 +53,11 @@ def result_record(
     }
 
 
-def write_result(members: Sequence[MemberRun], answer: Answer, provisional: bool) -> None:
+def write_result(members: Sequence[MemberRun], answer: Answer, provisional: bool) -> dict[str, Any]:
     """Write the result record (provisional until the swarm ends) to the sample store."""
-    store().set(RESULT_KEY, result_record(members, answer, provisional))
+    record = result_record(members, answer, provisional)
+    store().set(RESULT_KEY, record)
+    return record
 
 
 def log_result(kind: Literal["member_result", "final"], data: dict[str, Any]) -> None:
@@ -53,9 +65,30 @@ def log_result(kind: Literal["member_result", "final"], data: dict[str, Any]) ->
     transcript().info({"type": "result", "kind": kind, **data}, source=EVIDENCE_SOURCE)
 
 
-def write_ledger(ledger: SwarmLedger) -> None:
-    """Write the ledger to the sample store and log it as an `inspect_swarm` InfoEvent."""
-    data = ledger.model_dump(mode="json")
+def log_stop(data: dict[str, Any]) -> None:
+    """Log the start of the swarm's stop (its reason, time and grace) as an InfoEvent."""
+    transcript().info({"type": "stop", **data}, source=EVIDENCE_SOURCE)
+
+
+def log_member_end(words: str) -> None:
+    """End a member's timeline (call in its span) with how it ended, in words."""
+    transcript().info(words, source=ENDED_SOURCE)
+
+
+def log_summary(summary: SwarmSummary) -> None:
+    """Log the swarm's summary, in Markdown (the viewer renders it), as an InfoEvent; and a
+    warning, which the console shows, when the swarm or a member reached a cap or share."""
+    transcript().info(summary_markdown(summary), source=SUMMARY_SOURCE)
+    if summary.reached:
+        active = sample_active()
+        where = "" if active is None else f"sample {active.sample.id} (epoch {active.epoch}): "
+        reached = "; ".join(r.words() for r in summary.reached)
+        _logger.warning(f"inspect_swarm: {where}{reached}.")
+
+
+def write_ledger(data: dict[str, Any]) -> None:
+    """Write the ledger (as JSON) to the sample store and log it as an `inspect_swarm`
+    InfoEvent."""
     store().set(LEDGER_KEY, data)
     transcript().info({"type": "ledger", "ledger": data}, source=EVIDENCE_SOURCE)
 
@@ -64,6 +97,19 @@ def write_metrics(metrics: dict[str, Any]) -> None:
     """Write the metrics record to the sample store and log it as an `inspect_swarm` InfoEvent."""
     store().set(METRICS_KEY, metrics)
     transcript().info({"type": "metrics", "metrics": metrics}, source=EVIDENCE_SOURCE)
+
+
+def write_submissions(members: Sequence[MemberRun]) -> None:
+    """Write each submitting member's output to the sample store, once every member has
+    ended (while members run, no record holds another member's answer)."""
+    store().set(
+        SUBMISSIONS_KEY,
+        {
+            m.name: m.output.model_dump(mode="json", exclude_none=True)
+            for m in members
+            if m.submitted and m.output is not None
+        },
+    )
 
 
 def metrics_record(

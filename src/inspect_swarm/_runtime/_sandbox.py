@@ -1,6 +1,6 @@
 """Per-member sandboxes: the member's environment becomes its default, the others are hidden."""
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 
 import anyio
@@ -65,12 +65,31 @@ def member_sandbox(spec: MemberSpec) -> Iterator[None]:
     if spec.sandbox is None:
         yield
         return
+    with _environments(spec.sandbox, spec.visible):
+        yield
+
+
+@contextmanager
+def scoring_sandbox(own: str | None, members: Collection[str]) -> Iterator[None]:
+    """Score a member as if it had answered alone: its own environment is the default, the
+    other members' (`members`: every member's own) are hidden, and the sample's others seen."""
+    if own is None:
+        yield
+        return
     available = sandbox_environments_context_var.get()
-    mine = {spec.sandbox: available[spec.sandbox]}  # first: the default of injection lookups
-    mine.update({name: available[name] for name in spec.visible})
+    with _environments(own, [name for name in available if name not in members]):
+        yield
+
+
+@contextmanager
+def _environments(default: str, visible: Iterable[str]) -> Iterator[None]:
+    """Make `default` the sandbox environment of the block, beside the `visible` ones."""
+    available = sandbox_environments_context_var.get()
+    mine = {default: available[default]}  # first: the default of injection lookups
+    mine.update({name: available[name] for name in visible})
     tokens = (
         sandbox_environments_context_var.set(mine),
-        sandbox_default_context_var.set(spec.sandbox),
+        sandbox_default_context_var.set(default),
         sandbox_with_environments_context_var.set({}),
     )
     try:

@@ -27,9 +27,24 @@ sample's `store` and `model_usage`, so do not exclude either with `samples_df(ex
 `swarm_ledger()` reads a sample's whole ledger as a `SwarmLedger`, whose `members` are
 `MemberLedger`s with a `Meter` and `Calls` each. `SwarmLedger.model_json_schema()` describes every
 field.
+
+`SwarmOutcomeColumns` adds how each swarm ended, from its records (null without a swarm):
+
+- `swarm_stop_reason`, `swarm_ended_by`: the ledger's `stop_reason` and `ended_by`.
+- `swarm_answer_member`, `swarm_answer_mode`: the member whose submission is the answer, and
+  the rule that chose it (`first`, `last`, `controller`); null with no submission.
+- `swarm_steps_to_answer`: the answering member's completed model calls.
+- `swarm_members_submitted`, `swarm_members_never_acted`: members that ended with a
+  submission, and members that finished no model call.
+- `swarm_wall_clock`: seconds from the swarm's start to its end.
+
+`members_df()` reads one row per member of each swarm, per sample and epoch, with its own
+score from `member_scores()`. `swarm_timeline()`, `comm_reads()` and `sweep_arms()` give the
+data that `plot_timeline()`, `plot_comm()` and `plot_sweep()` draw (with the `viz` extra).
 """
 
-from .._contracts._schema import Calls, MemberLedger, Meter, SwarmLedger
-from ._columns import SwarmColumns, swarm_ledger
+import lazy_loader
 
-__all__ = ["Calls", "MemberLedger", "Meter", "SwarmColumns", "SwarmLedger", "swarm_ledger"]
+# Each public name is imported on first use, from the imports of `__init__.pyi`, so that
+# `inspect-swarm show` reads logs without importing the dataframe machinery.
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -1,5 +1,5 @@
 """The `inspect-swarm` command: `server`, `swarms ...`, `sandboxes ...`, `mcp`, `login` and
-`context`.
+`context`, and `show` and `plot` for Inspect logs (`_log_commands`).
 
 A command line is started again and again, by people and by scripts, so this module imports
 nothing heavy: each command imports what it needs when it runs (the client httpx, the server
@@ -21,6 +21,7 @@ from typing import Any
 
 from ._config import HOSTED_API_URL, LOCAL
 from ._defaults import DEFAULT_PORT, default_memory_gib, default_state_dir
+from ._log_commands import add_log_commands
 
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 _SIGPIPE_EXIT = 141
@@ -203,11 +204,13 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.set_defaults(handler="mcp")
     _login_parser(_parser(commands, "login", "record a server's URL and key as a context"))
     _context_parser(_parser(commands, "context", "list the recorded servers and choose one"))
+    add_log_commands(lambda name, text, **kwargs: _parser(commands, name, text, **kwargs))
     return parser
 
 
 _DESCRIPTION = """\
-Run a swarm server, start and follow swarm runs on one, or serve them as MCP tools.
+Run a swarm server, start and follow swarm runs on one, or serve them as MCP tools; show
+and plot what the swarms in Inspect logs did.
 
 Client commands talk to the server that --api-url and --api-key give, else the one
 MARITIME_API_URL and MARITIME_API_KEY give, else the current context's: the server that
@@ -528,6 +531,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     try:
         if handler == "server":
             return _server(args)
+        if callable(handler):  # a command of its own module (show, plot)
+            return int(handler(args))
         from . import _commands
 
         code: int = getattr(_commands, handler)(args)
