@@ -39,6 +39,7 @@ from ._contracts._member import Member, member
 from ._contracts._record import Record
 from ._contracts._roster import MemberInfo, MemberState
 from ._contracts._work import Assignment, Outstanding, WorkState
+from ._controllers._coordinator import coordinator
 from ._controllers._leaderless import leaderless
 from ._controllers._quiescence import quiescence
 from ._controllers._rounds import rounds
@@ -93,6 +94,7 @@ __all__ = [
     "WorkState",
     "all_of",
     "any_of",
+    "coordinator",
     "filesystem",
     "leaderless",
     "member",

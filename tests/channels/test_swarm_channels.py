@@ -4,26 +4,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import anyio
 from inspect_ai.event import ModelEvent, ToolEvent
 from inspect_ai.log import EvalSample, read_eval_log
 
 from inspect_swarm import (
-    Controller,
-    StopReason,
-    SwarmControl,
     leaderless,
     member,
     messages,
     notes,
     shared_memory,
     swarm,
-    swarm_controller,
     tasks,
 )
 
 from ..runtime.helpers import ALL_RUN, cli_eval, metrics_member, run, run_log, statuses
-from .members import WAIT, board_member, comm, member_span, spans, tool
+from .members import WAIT, board_member, comm, member_span, tool
 
 
 def kinds(sample: EvalSample, channel: str) -> set[str]:
@@ -273,63 +268,3 @@ def test_the_command_line_names_the_channel(tmp_path: Path) -> None:
         ("swarm_react-2", ["swarm_react-1"], "m-1"),
     ]
     assert sample.output.completion == "42"
-
-
-@swarm_controller
-def start_on_work(lead: str = "lead") -> Controller:
-    """Start the lead; start each other member once a channel has given it work; stop when
-    every started member has ended and the channels hold nothing open or unread."""
-
-    async def run(swarm: SwarmControl) -> StopReason:
-        swarm.start(lead)
-        while True:
-            for m in swarm.members:
-                if m.state == "pending" and swarm.assigned(m):
-                    swarm.start(m, "Your lead has work for you: read your messages and tasks.")
-            started = [m for m in swarm.members if m.state != "pending"]
-            settled = all(o.settled for o in swarm.outstanding().values())
-            if settled and all(m.state == "ended" for m in started):
-                return "all_done"
-            await anyio.sleep(0.02)
-
-    return Controller(run)
-
-
-def test_a_controller_starts_members_on_the_work_the_channels_give_them(
-    backend: str, tmp_path: Path
-) -> None:
-    sample = run(
-        swarm(
-            [member(board_member, name=n) for n in ("lead", "w-1", "w-2", "idle")],
-            controller=start_on_work(),
-            channels=[messages(), tasks()],
-        ),
-        {
-            "lead": [
-                tool("tasks", command="create", title="count", assignee="w-1"),
-                {"text": "give w-1 a head start", "delay": 0.3},
-                tool("messages", command="send", to="w-2", text="check w-1's count"),
-                {"submit": "25"},
-            ],
-            "w-1": [
-                tool("tasks", command="claim", task="t-1"),
-                tool("tasks", command="update", task="t-1", version=2, status="done"),
-                {"submit": "25"},
-            ],
-            "w-2": [tool("messages", command="read"), {"submit": "25"}],
-        },
-        tmp_path,
-    )
-    assert statuses(sample) == {
-        "lead": "submitted",
-        "w-1": "submitted",
-        "w-2": "submitted",
-        "idle": None,
-    }
-    # each worker started only once its work was delivered: w-1 on its task, w-2 on its message
-    delivered = {e.data["op"]: e.timestamp for e in comm(sample, "delivered")}  # type: ignore[index]
-    begun = {s.name: s.timestamp for s in spans(sample).values() if s.type == "agent"}
-    assert delivered["create"] < begun["w-1"] and delivered["message"] < begun["w-2"]
-    assert begun["w-1"] < delivered["message"]  # the lead's pause held w-2 back, not w-1
-    assert "idle" not in begun
-    assert sample.store["inspect_swarm:ledger"]["stop_reason"] == "all_done"

@@ -86,6 +86,7 @@ def todo_tool(state: TodoState) -> Tool:
 class TodoChannel(Channel):
     name = "todo"
     prefix = "t"
+    hands_out_work = True
 
     def __init__(self, items: Mapping[str, str | None]) -> None:
         self.items = items

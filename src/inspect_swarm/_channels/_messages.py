@@ -14,6 +14,7 @@ class MessagesChannel(Channel):
 
     name = CHANNEL
     prefix = "m"
+    hands_out_work = True
     bridged = True
 
     def __init__(

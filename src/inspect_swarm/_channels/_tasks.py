@@ -12,6 +12,7 @@ class TasksChannel(Channel):
     name = CHANNEL
     prefix = "k"
     reach = "member"
+    hands_out_work = True
     bridged = True
 
     def __init__(

@@ -124,6 +124,15 @@ class Channel:
     largest `max_wait` among the run's open channels that set one.
     """
 
+    hands_out_work: bool = False
+    """Whether the channel's records give members work, such as tasks to do or messages to
+    read; `False` (the default) for a channel whose work is always settled.
+
+    Setting it commits `open()` to return a `WorkState`, which controllers ask through
+    `SwarmControl.outstanding()` and `assigned()`. `swarm()` refuses a controller that starts
+    members on their work, such as `coordinator()`, when no channel of the swarm sets it.
+    """
+
     bridged: bool = False
     """Whether bridged members can use the channel's tools, which they get as host tools
     through the agent bridge (`swarm_bridged_tools()`). `swarm()` refuses a bridged member

@@ -173,6 +173,13 @@ class SwarmBus:
                 f"{type(channel).__name__} sets max_wait but its state does not implement "
                 "WaitingState (wait_check, wakes, news)."
             )
+        if channel.hands_out_work != isinstance(state, WorkState):
+            raise TypeError(
+                f"{type(channel).__name__}: hands_out_work is {channel.hands_out_work} but its "
+                f"state {'does not implement' if channel.hands_out_work else 'implements'} "
+                "WorkState (outstanding, assigned). Set hands_out_work exactly when the state "
+                "implements it."
+            )
         self._channels[channel.name] = _Open(
             channel,
             state,
@@ -180,7 +187,7 @@ class SwarmBus:
             channel.prefix,
             state.tools(),
             waiting=isinstance(state, WaitingState),
-            working=isinstance(state, WorkState),
+            working=channel.hands_out_work,
         )
 
     # -- who calls -------------------------------------------------------------------------
