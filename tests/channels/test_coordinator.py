@@ -17,7 +17,7 @@ from ..runtime.helpers import result, run, statuses
 from .members import WAIT, board_member, comm, spans, tool
 
 TEAM = ("lead", "w-1", "w-2", "idle")
-SLOW = {"text": "still at it", "delay": 3.0}
+SLOW = {"text": "still at it", "delay": 1.0}
 
 
 def stop_reason(sample: EvalSample) -> str | None:
@@ -147,6 +147,29 @@ def test_a_lead_without_an_answer_leaves_it_to_the_final_rule(backend: str, tmp_
     assert statuses(sample) == {"lead": "member_limit:message", "w-1": "submitted"}
     final = result(sample)["final"]
     assert (final["mode"], final["member"]) == ("first", "w-1")
+
+
+def test_work_given_as_the_lead_ends_leaves_a_consistent_record(
+    backend: str, tmp_path: Path
+) -> None:
+    # w-1's task is delivered just before the lead's end: w-1 starts and gets the stop at once
+    sample = team(
+        {
+            "lead": [
+                tool("tasks", command="create", title="late", assignee="w-1"),
+                {"submit": "42"},
+            ],
+            "w-1": [SLOW, {"submit": "41"}],
+        },
+        tmp_path,
+    )
+    assert sample.error is None
+    assert stop_reason(sample) == "controller:lead_done"
+    members = {m["name"]: (m["state"], m["status"]) for m in result(sample)["members"]}
+    assert members["lead"] == ("ended", "submitted")
+    assert members["w-1"] in (("ended", "stopped"), ("ended", "cancelled"))
+    assert members["w-2"] == members["idle"] == ("pending", None)
+    assert result(sample)["final"]["member"] == "lead"
 
 
 @pytest.mark.parametrize(
