@@ -1,12 +1,14 @@
-"""examples/topologies.py: every topology on the same questions, members and budget, offline on
-its script; and a controller chosen by name from the command line."""
+"""examples/topologies.py: every topology, the coordinator's and the task list's included, on the
+same questions, number of members and budget, offline on its script; and a controller chosen by
+name from the command line."""
 
 import re
 from pathlib import Path
 
 import pytest
 from inspect_ai import eval
-from inspect_ai.log import EvalSample
+from inspect_ai.event import ModelEvent
+from inspect_ai.log import EvalSample, resolve_sample_attachments
 from topologies import TOPOLOGIES, Topology, topologies
 
 from inspect_swarm.scripted import scripted_model
@@ -22,6 +24,8 @@ EXPECTED = {
     "rounds": ("controller:rounds_done", 3, ("submitted", "submitted", "submitted")),
     "vote": ("all_done", 3, ("submitted", "submitted", "submitted")),
     "composed": ("verified", 3, ("submitted", "submitted", "stopped")),
+    "coordinator": ("controller:lead_done", 3, ("submitted", "submitted", "submitted")),
+    "task_list": ("quiescence", 3, ("stopped", "submitted", "submitted")),
 }
 
 
@@ -53,6 +57,18 @@ def test_the_quiescence_arm_answers_with_the_latest_submission(tmp_path: Path) -
     [product] = [s for s in run_arm("quiescence", tmp_path) if s.id == "product"]
     assert result(product)["final"]["mode"] == "last"
     assert result(product)["final"]["member"] == "solver-2"
+
+
+def test_the_coordinator_arm_answers_with_the_lead_and_its_workers_start_on_work(
+    tmp_path: Path,
+) -> None:
+    [product] = [s for s in run_arm("coordinator", tmp_path) if s.id == "product"]
+    final = result(product)["final"]
+    assert (final["mode"], final["member"]) == ("controller", "lead")
+    # the workers started on their work: a task for worker-1, a message for worker-2
+    events = resolve_sample_attachments(product).events
+    inputs = [m.text for e in events if isinstance(e, ModelEvent) for m in e.input]
+    assert any(t.startswith("You have been given work: task t-1 from lead (tasks)") for t in inputs)
 
 
 def test_a_bad_topology_is_refused() -> None:
