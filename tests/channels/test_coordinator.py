@@ -13,7 +13,7 @@ from inspect_ai.util import message_limit
 
 from inspect_swarm import coordinator, member, messages, shared_memory, swarm, tasks
 
-from ..runtime.helpers import result, run, statuses
+from ..runtime.helpers import cli_eval, result, run, statuses
 from .members import WAIT, board_member, comm, spans, tool
 
 TEAM = ("lead", "w-1", "w-2", "idle")
@@ -170,6 +170,42 @@ def test_work_given_as_the_lead_ends_leaves_a_consistent_record(
     assert members["w-1"] in (("ended", "stopped"), ("ended", "cancelled"))
     assert members["w-2"] == members["idle"] == ("pending", None)
     assert result(sample)["final"]["member"] == "lead"
+
+
+CLI_SCRIPT = """
+members:
+  swarm_react-1:
+    - {tool: messages, arguments: {command: send, to: swarm_react-2, text: "Is it 42?"}}
+    - {tool: swarm_wait, arguments: {}}
+    - {tool: messages, arguments: {command: read}, delay: 0.5}
+    - {submit: "42"}
+  swarm_react-2:
+    - {tool: messages, arguments: {command: read}}
+    - {tool: messages, arguments: {command: send, reply_to: m-1, text: "It is."}}
+    - {submit: "42"}
+"""
+
+
+def test_the_command_line_names_the_coordinator_and_the_first_member_leads(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "team.yaml").write_text(CLI_SCRIPT)
+    log = cli_eval(
+        tmp_path / "team.yaml",
+        tmp_path / "logs",
+        "members={factory: swarm_react, count: 3}",
+        "channels=[messages, tasks]",
+        "controller=coordinator",
+    )
+    assert log.samples
+    [sample] = log.samples
+    assert stop_reason(sample) == "controller:lead_done"
+    assert result(sample)["final"]["member"] == "swarm_react-1"
+    assert statuses(sample) == {
+        "swarm_react-1": "submitted",
+        "swarm_react-2": "submitted",
+        "swarm_react-3": None,
+    }
 
 
 @pytest.mark.parametrize(
