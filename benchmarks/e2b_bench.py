@@ -16,7 +16,7 @@ import time
 import anyio
 
 from inspect_swarm.sandbox import SwarmServerConfig, SwarmServerSandboxEnvironment
-from inspect_swarm.sandbox._server import _LocalServer
+from inspect_swarm.sandbox._local_server import LocalServer
 
 MEMBERS = ("agent-1", "agent-2", "agent-3")
 
@@ -28,10 +28,8 @@ def _percentiles(samples: list[float]) -> str:
 
 
 async def main(rounds: int) -> None:
-    connection = await _LocalServer.get()
-    config = SwarmServerConfig(
-        services=MEMBERS, api_url=connection.api_url, api_key=connection.api_key
-    )
+    url, key = await LocalServer.address()
+    config = SwarmServerConfig(services=MEMBERS, api_url=url, api_key=key)
     provider = SwarmServerSandboxEnvironment
     starts = []
     for _ in range(rounds):

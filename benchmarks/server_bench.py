@@ -14,6 +14,11 @@
    sandboxes, then of the last run of N sandboxes, every 0.5 s
    (`--poll-interval`; the SDKs poll every 3 s), each on its own keep-alive connection
    (target: 20 ms).
+4. The same under load: 50 clients polling GET /api/swarms/{id} every 0.5 s of a run whose N
+   sandboxes each `sleep 3`, all at once, from its start until it completes, on a server with
+   N GiB to book; `--rounds` runs one after another (target: p99 under 20 ms). Each poll
+   counts in the phase it began in: `booting` (until every sandbox runs), `running` (until
+   the first ends) or `ending`.
 """
 
 from __future__ import annotations
@@ -142,27 +147,83 @@ class _Poller:
 
 
 async def poll_latency(
-    url: str, run_id: str, clients: int, polls: int, interval: float
-) -> list[float]:
-    latencies: list[float] = []
+    url: str,
+    run_id: str,
+    clients: int,
+    polls: int,
+    interval: float,
+    until: anyio.Event | None = None,
+) -> list[tuple[float, float]]:
+    """(start, latency) of each poll of the run: `polls` per client, or until `until` is set."""
+    latencies: list[tuple[float, float]] = []
     address = httpx.URL(url)
     host, port = address.host, address.port or 80
 
     async def client(index: int) -> None:
         async with await anyio.connect_tcp(host, port) as stream:
             poller = _Poller(stream, f"{host}:{port}", f"/api/swarms/{run_id}")
-            for i in range(polls):
+            i = 0
+            while (until is None and i < polls) or (until is not None and not until.is_set()):
                 # clients start spread over one interval, as independent pollers would
                 await anyio.sleep(interval * (1 if i else index / clients))
                 start = time.perf_counter()
                 status = await poller.get()
-                latencies.append(time.perf_counter() - start)
+                latencies.append((start, time.perf_counter() - start))
                 assert status == 200
+                i += 1
 
     async with anyio.create_task_group() as tg:
         for index in range(clients):
             tg.start_soon(client, index)
     return latencies
+
+
+PHASES = ("booting", "running", "ending")
+"""A run's phases under load: until all its sandboxes run, until the first ends, until the
+last has."""
+
+
+async def latency_under_load(
+    url: str, sandboxes: int, clients: int, interval: float, sleep: float
+) -> dict[str, list[float]]:
+    """Latencies of `clients` polling a run of `sandboxes` that each `sleep`, all at once,
+    from its start until it completes, by the phase each poll began in."""
+    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {KEY}"}) as http:
+        response = await http.post(
+            "/api/swarms",
+            json={
+                "command": f"sleep {sleep:g}",
+                "count": sandboxes,
+                "concurrency": sandboxes,
+                "size": {"vcpus": 1, "memoryGb": 1},
+            },
+        )
+        run_id = response.json()["id"]
+        completed = anyio.Event()
+        changes = [time.perf_counter()]
+        """When each phase began."""
+
+        async def watch() -> None:
+            while True:
+                run = (await http.get(f"/api/swarms/{run_id}")).json()
+                counts = run["counts"]
+                reached = 1 if counts["running"] == sandboxes else 0
+                reached = 2 if counts["succeeded"] + counts["failed"] else reached
+                while len(changes) <= reached:
+                    changes.append(time.perf_counter())
+                if run["status"] == "completed":
+                    completed.set()
+                    return
+                await anyio.sleep(0.1)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch)
+            polls = await poll_latency(url, run_id, clients, 0, interval, completed)
+    phases: dict[str, list[float]] = {phase: [] for phase in PHASES}
+    for start, latency in polls:
+        phase = sum(1 for change in changes[1:] if change <= start)
+        phases[PHASES[phase]].append(latency)
+    return phases
 
 
 def main() -> None:
@@ -171,6 +232,9 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--boots", type=int, default=40)
     parser.add_argument("--memory-gib", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=3, help="runs of the load scenario (4.)")
+    parser.add_argument("--sleep", type=float, default=3.0, help="each sandbox's sleep in 4.")
+    parser.add_argument("--only-load", action="store_true", help="run the load scenario only")
     parser.add_argument(
         "--poll-interval",
         type=float,
@@ -179,53 +243,89 @@ def main() -> None:
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        boots, resets = anyio.run(boot_times, Path(tmp) / "boot", args.boots)
-        for what, times in (("sandbox boot", boots), ("sandbox made anew", resets)):
-            print(
-                f"{what}: p50 {percentile(times, 0.5) * 1000:.1f} ms, "
-                f"p95 {percentile(times, 0.95) * 1000:.1f} ms ({args.boots} times)"
+        if not args.only_load:
+            burst(args, Path(tmp))
+        under_load(args, Path(tmp))
+
+
+def under_load(args: argparse.Namespace, tmp: Path) -> None:
+    memory = str(max(args.memory_gib, args.sandboxes))
+    server = start_server(tmp / "load", "--memory-gib", memory)
+    try:
+        phases: dict[str, list[float]] = {phase: [] for phase in PHASES}
+        for _ in range(args.rounds):
+            run = anyio.run(
+                latency_under_load,
+                server.url,
+                args.sandboxes,
+                args.clients,
+                args.poll_interval,
+                args.sleep,
             )
-        server = start_server(Path(tmp) / "state", "--memory-gib", str(args.memory_gib))
-        try:
-            for what, command in COMMANDS:
-                start = machine_cpu()
-                swarm_time, concurrency, big = swarm_of(server.url, args.sandboxes, command)
-                swarm_cpu = cpu_after(start) / args.sandboxes
-                start = machine_cpu()
-                plain = anyio.run(
-                    plain_subprocesses, args.sandboxes, concurrency, command, Path(tmp)
-                )
-                plain_cpu = cpu_after(start) / args.sandboxes
+            for phase, latencies in run.items():
+                phases[phase] += latencies
+        print(
+            f"API GET /api/swarms/{{id}} under {args.clients} polling clients while "
+            f"{args.sandboxes} sandboxes sleep {args.sleep:g} s ({args.rounds} runs; "
+            "target p99 20 ms):"
+        )
+        every = [latency for latencies in phases.values() for latency in latencies]
+        for phase, latencies in [*phases.items(), ("whole run", every)]:
+            if latencies:
                 print(
-                    f"{args.sandboxes} {what} sandboxes at concurrency {concurrency}: "
-                    f"{swarm_time:.2f} s; {args.sandboxes} plain subprocesses: {plain:.2f} s; "
-                    f"ratio {swarm_time / plain:.1f}x (target <= 3x)"
+                    f"  {phase}: {len(latencies)} polls, "
+                    f"p50 {statistics.median(latencies) * 1000:.1f} ms, "
+                    f"p99 {percentile(latencies, 0.99) * 1000:.1f} ms, "
+                    f"max {max(latencies) * 1000:.1f} ms"
                 )
-                print(
-                    f"  machine CPU per sandbox {swarm_cpu * 1000:.1f} ms, per plain "
-                    f"subprocess {plain_cpu * 1000:.1f} ms: {swarm_cpu / plain_cpu:.1f}x"
-                )
-            with httpx.Client(
-                base_url=server.url, headers={"Authorization": f"Bearer {KEY}"}
-            ) as http:
-                run = http.post(
-                    "/api/swarms",
-                    json={"command": "echo hi", "count": 10, "size": {"vcpus": 1, "memoryGb": 1}},
-                ).json()
-                while http.get(f"/api/swarms/{run['id']}").json()["status"] != "completed":
-                    time.sleep(0.05)
-            for run_id, count in ((run["id"], 10), (big, args.sandboxes)):
-                latencies = anyio.run(
-                    poll_latency, server.url, run_id, args.clients, 20, args.poll_interval
-                )
-                print(
-                    f"API GET /api/swarms/{{id}} ({count} sandboxes) under {args.clients} "
-                    f"polling clients: p50 {statistics.median(latencies) * 1000:.1f} ms, "
-                    f"p99 {percentile(latencies, 0.99) * 1000:.1f} ms (target 20 ms)"
-                )
-        finally:
-            server.kill()
-            subprocess.run(["true"], check=True)
+    finally:
+        server.kill()
+
+
+def burst(args: argparse.Namespace, tmp: Path) -> None:
+    boots, resets = anyio.run(boot_times, tmp / "boot", args.boots)
+    for what, times in (("sandbox boot", boots), ("sandbox made anew", resets)):
+        print(
+            f"{what}: p50 {percentile(times, 0.5) * 1000:.1f} ms, "
+            f"p95 {percentile(times, 0.95) * 1000:.1f} ms ({args.boots} times)"
+        )
+    server = start_server(tmp / "state", "--memory-gib", str(args.memory_gib))
+    try:
+        for what, command in COMMANDS:
+            start = machine_cpu()
+            swarm_time, concurrency, big = swarm_of(server.url, args.sandboxes, command)
+            swarm_cpu = cpu_after(start) / args.sandboxes
+            start = machine_cpu()
+            plain = anyio.run(plain_subprocesses, args.sandboxes, concurrency, command, tmp)
+            plain_cpu = cpu_after(start) / args.sandboxes
+            print(
+                f"{args.sandboxes} {what} sandboxes at concurrency {concurrency}: "
+                f"{swarm_time:.2f} s; {args.sandboxes} plain subprocesses: {plain:.2f} s; "
+                f"ratio {swarm_time / plain:.1f}x (target <= 3x)"
+            )
+            print(
+                f"  machine CPU per sandbox {swarm_cpu * 1000:.1f} ms, per plain "
+                f"subprocess {plain_cpu * 1000:.1f} ms: {swarm_cpu / plain_cpu:.1f}x"
+            )
+        with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {KEY}"}) as http:
+            run = http.post(
+                "/api/swarms",
+                json={"command": "echo hi", "count": 10, "size": {"vcpus": 1, "memoryGb": 1}},
+            ).json()
+            while http.get(f"/api/swarms/{run['id']}").json()["status"] != "completed":
+                time.sleep(0.05)
+        for run_id, count in ((run["id"], 10), (big, args.sandboxes)):
+            latencies = anyio.run(
+                poll_latency, server.url, run_id, args.clients, 20, args.poll_interval
+            )
+            print(
+                f"API GET /api/swarms/{{id}} ({count} sandboxes) under {args.clients} "
+                f"polling clients: p50 {statistics.median(latencies) * 1000:.1f} ms, "
+                f"p99 {percentile(latencies, 0.99) * 1000:.1f} ms (target 20 ms)"
+            )
+    finally:
+        server.kill()
+        subprocess.run(["true"], check=True)
 
 
 if __name__ == "__main__":

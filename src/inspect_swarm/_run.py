@@ -93,6 +93,9 @@ class SwarmRun:
         self._input: list[ChatMessage] = []
         self._stopping = False
         self._stop_own = False
+        self._outside: EndedBy | None = None
+        """What from outside ended the first member it ended: the members the sample then
+        cancels were ended by it too, though what reaches them is a bare cancellation."""
         self.stop_reason: SwarmStopReason | None = None
         self._stop_requested = anyio.Event()
         self._controller_scope: anyio.CancelScope | None = None
@@ -378,6 +381,9 @@ class SwarmRun:
         return m.turns.next_input
 
     def member_ending(self, m: MemberRun, outside: BaseException | None) -> None:
+        if self._outside is None and outside is not None:
+            cause = _ended_by(outside)
+            self._outside = cause if cause != "unknown" else None
         log_member_end(f"**{m.name}** {ending_words(self._member_end(m, outside))}")
 
     def member_ended(self, m: MemberRun) -> None:
@@ -574,7 +580,7 @@ class SwarmRun:
             return _one_line(m.limit_error.message)
         if m.status == "cancelled" and outside is not None:
             errored = next((o.name for o in self._members if o.status == "errored"), None)
-            ended_by = None if errored is not None else _ended_by(outside)
+            ended_by = None if errored is not None else self._outside or _ended_by(outside)
             return stop_words(None, ended_by, errored=errored)
         return None
 

@@ -109,8 +109,10 @@ async def _score_members(
 
     async def one(entry: dict[str, Any]) -> None:
         output = ModelOutput.model_validate(submissions[entry["name"]])
-        if entry["name"] == final["member"] and output.completion == state.output.completion:
-            values[entry["name"]] = answer_value  # the answer is this member's submission
+        answered = entry["name"] == final["member"] and output.completion == state.output.completion
+        if answered and entry["sandbox"] is None:
+            # the answer is this member's submission, scored where the member worked
+            values[entry["name"]] = answer_value
             return
         alone = copy(state)
         alone.output = output

@@ -20,6 +20,9 @@ from inspect_swarm import Budget, member, member_scores, shared_memory, swarm, s
 from inspect_swarm.scripted import scripted_model
 
 PARTS = "/shared_memory/parts.md"
+GRACE = 1.0
+"""Long enough for w-2's last call (0.3 s) to end within it on a loaded machine, so only
+w-3's call is cut (a call cut is unknown, and makes the arm's cost a lower bound)."""
 SCRIPT: dict[str, Any] = {
     "samples": {
         "count": {
@@ -60,7 +63,7 @@ def arm(k: int = 2) -> Task:
             member(swarm_react, name="w", count=k),
             channels=[shared_memory()],
             # each member's share is 750 tokens at k=2 and 500 at k=3: w-1 and w-2 count with 440
-            budget=Budget(tokens=1500, split="equal", grace=0.3),
+            budget=Budget(tokens=1500, split="equal", grace=GRACE),
         ),
         scorer=[includes(), member_scores(includes())],
         epochs=Epochs(2),

@@ -26,6 +26,8 @@ from inspect_swarm.analysis import (
 )
 from inspect_swarm.analysis._read import priced_cost, read_sample, read_swarm_samples
 
+from .swarm_logs import GRACE
+
 RECORDS = ("inspect_swarm:result", "inspect_swarm:ledger", "inspect_swarm:metrics")
 
 
@@ -190,7 +192,7 @@ def test_the_timeline_of_the_board_sample(arm_logs: Path) -> None:
         if isinstance(e, InfoEvent) and isinstance(e.data, dict) and e.data.get("type") == "stop"
     )
     assert (timeline.stop, timeline.stop_reason) == (stop.data["time"], "submitted")  # type: ignore[index]
-    assert timeline.grace_end == min(stop.data["time"] + 0.3, timeline.end)  # type: ignore[index]
+    assert timeline.grace_end == min(stop.data["time"] + GRACE, timeline.end)  # type: ignore[index]
     assert timeline.end == max(m["time"] for m in sample.store[RECORDS[0]]["members"])
 
 
@@ -200,7 +202,7 @@ def test_the_timeline_counts_calls_the_swarm_cancelled(arm_logs: Path) -> None:
     ends = {m.member: m for m in timeline.marks if m.kind == "end"}
     # w-3's 30-second call lasted until the swarm cancelled it, after the grace period
     assert (cut.kind, cut.end) == ("model", ends["w-3"].time) and ends["w-3"].label == "cancelled"
-    assert timeline.stop is not None and ends["w-3"].time >= timeline.stop + 0.3
+    assert timeline.stop is not None and ends["w-3"].time >= timeline.stop + GRACE
 
 
 def test_who_read_whose_writes(arm_logs: Path) -> None:

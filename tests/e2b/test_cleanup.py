@@ -12,7 +12,7 @@ import pytest
 
 from e2b import Sandbox
 from inspect_swarm.sandbox import SwarmServerConfig, SwarmServerSandboxEnvironment
-from inspect_swarm.sandbox._server import _LocalServer
+from inspect_swarm.sandbox._local_server import LocalServer
 
 from ..server.conftest import KEY, start_server
 from .conftest import Server, live_sandboxes
@@ -55,11 +55,11 @@ async def test_without_a_configured_server_one_is_started_here(
         )
     finally:
         await SwarmServerSandboxEnvironment.sample_cleanup("local", None, envs, False)
-    process, connection = _LocalServer.process, _LocalServer.connection
-    assert process is not None and process.poll() is None and connection is not None
+    process, key = LocalServer.process, LocalServer.api_key
+    assert process is not None and process.poll() is None and key is not None
     # its key came in its ready file (0600), not on its command line (any user reads that)
     cmdline = await anyio.Path(f"/proc/{process.pid}/cmdline").read_bytes()
-    assert connection.api_key.encode() not in cmdline
+    assert key.encode() not in cmdline
 
 
 def _marked(marker: str) -> list[str]:

@@ -6,6 +6,7 @@ import base64
 import gc
 import select
 import signal
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,14 +18,21 @@ from connectrpc.method import IdempotencyLevel, MethodInfo
 from connectrpc.request import Headers, RequestContext
 from e2b.envd.process import process_pb as pb
 
-from inspect_swarm.server._engine import Engine, Settings
-from inspect_swarm.server._isolation import IsolationConfig, NamespaceSandbox, SandboxHost
+from inspect_swarm.server._isolation import (
+    IsolationConfig,
+    NamespaceSandbox,
+    Sandbox,
+    SandboxHost,
+    User,
+)
 from inspect_swarm.server._keys import Owner
-from inspect_swarm.server._schema import Size
+from inspect_swarm.server._long_lived import LongLivedSandbox
+from inspect_swarm.server._model import SandboxSpec, Settings, Size
+from inspect_swarm.server._serve import assemble
 from inspect_swarm.server._store import Store
+from inspect_swarm.server._swarms import Swarms
 from inspect_swarm.server.e2b._envd import Envd
-from inspect_swarm.server.e2b._process import Command, ProcessService
-from inspect_swarm.server.e2b._sandboxes import E2BSandbox, E2BSandboxes
+from inspect_swarm.server.e2b._process_service import Command, ProcessService
 
 from ..server.conftest import needs_namespaces
 
@@ -39,12 +47,12 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(params=["process", pytest.param("namespaces", marks=needs_namespaces)])
-async def engine(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Engine]:
-    """An engine with 4 GiB to book (its test serves it in its own task group)."""
+async def swarms(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Swarms]:
+    """A server's domain with 4 GiB to book (its test serves it in its own task group)."""
     store = Store(tmp_path / "swarm.db")
     host = SandboxHost(IsolationConfig(tmp_path / "state", request.param))
     try:
-        yield Engine(store, host, Settings(4))
+        yield assemble(store, host, Settings(4))
     finally:
         gc.unfreeze()
         await host.aclose()
@@ -53,30 +61,38 @@ async def engine(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
         store.close()
 
 
-async def _start_command(sandboxes: E2BSandboxes, argv: list[str]) -> tuple[E2BSandbox, Command]:
-    box = await sandboxes.start(ACCOUNT, "base", Size(vcpus=1, memoryGb=1), 60, {}, {})
+async def _start_sandbox(swarms: Swarms) -> LongLivedSandbox:
+    return await swarms.start_sandbox(ACCOUNT, SandboxSpec("base", Size(1, 1), 60))
+
+
+async def _start_command(
+    swarms: Swarms, service: ProcessService, argv: list[str]
+) -> tuple[LongLivedSandbox, Command]:
+    box = await _start_sandbox(swarms)
     process = await box.sandbox.exec(argv, box.env)
-    command = Command(box, process, pb.ProcessConfig(cmd=argv[0], args=argv[1:]), None, False)
-    box.commands[command.pid] = command
-    sandboxes.engine.start_soon(command.run)
+    config = pb.ProcessConfig(cmd=argv[0], args=argv[1:])
+    command = Command(box, process, config, None, False, service.commands(box))
+    swarms.sandboxes.start_soon(command.run)
     return box, command
 
 
-async def test_a_stopping_server_ends_sandboxes_with_commands_running(engine: Engine) -> None:
+async def test_a_stopping_server_ends_sandboxes_with_commands_running(swarms: Swarms) -> None:
     # the command's task and the sandbox's end at once: the sandbox's kills and waits for it
-    sandboxes = E2BSandboxes(engine)
+    service = ProcessService(Envd(swarms.sandboxes))
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
-            await tg.start(engine.serve)
-            box, command = await _start_command(sandboxes, ["sleep", "60"])
+            await tg.start(swarms.serve)
+            box, command = await _start_command(swarms, service, ["sleep", "60"])
             await anyio.wait_all_tasks_blocked()
             tg.cancel_scope.cancel()
     assert box.ended.is_set() and command.process.returncode == -signal.SIGKILL
-    record = engine.store.long_lived(box.id, ACCOUNT)
-    assert record is not None and record["end_reason"] == "server stopped"
+    record = swarms.store.long_lived(box.id, ACCOUNT)
+    assert record is not None and record.end_reason == "server stopped"
 
 
-def _start_context(box: E2BSandbox, user: str) -> RequestContext[pb.StartRequest, pb.StartResponse]:
+def _start_context(
+    box: LongLivedSandbox, user: str
+) -> RequestContext[pb.StartRequest, pb.StartResponse]:
     start = MethodInfo(
         name="Start",
         service_name="process.Process",
@@ -95,17 +111,16 @@ def _start_context(box: E2BSandbox, user: str) -> RequestContext[pb.StartRequest
 
 
 @needs_namespaces
-@pytest.mark.parametrize("engine", ["namespaces"], indirect=True)
+@pytest.mark.parametrize("swarms", ["namespaces"], indirect=True)
 @pytest.mark.parametrize("user", ["root", "user"])
 async def test_a_sandbox_ends_with_its_pid_1_and_a_command_it_could_not_start_fails(
-    engine: Engine, user: str
+    swarms: Swarms, user: str
 ) -> None:
-    sandboxes = E2BSandboxes(engine)
-    service = ProcessService(Envd(engine, sandboxes))
+    service = ProcessService(Envd(swarms.sandboxes))
     with anyio.fail_after(20):
         async with anyio.create_task_group() as tg:
-            await tg.start(engine.serve)
-            box = await sandboxes.start(ACCOUNT, "base", Size(vcpus=1, memoryGb=1), 60, {}, {})
+            await tg.start(swarms.serve)
+            box = await _start_sandbox(swarms)
             sandbox = box.sandbox
             assert isinstance(sandbox, NamespaceSandbox)
             # PID 1 killed from outside (it ignores what the sandbox could send it), and gone
@@ -121,7 +136,35 @@ async def test_a_sandbox_ends_with_its_pid_1_and_a_command_it_could_not_start_fa
             assert refused.value.message == f"sandbox {box.id} has ended"
             await box.ended.wait()  # and the server saw it end
             tg.cancel_scope.cancel()
-    assert sandboxes.live(box.id) is None
-    record = engine.store.long_lived(box.id, ACCOUNT)
-    assert record is not None and record["end_reason"] == "init ended"
-    engine.book(4)  # its memory was given back
+    assert swarms.sandboxes.live(box.id) is None
+    record = swarms.store.long_lived(box.id, ACCOUNT)
+    assert record is not None and record.end_reason == "init ended"
+    swarms.engine.book(Size(1, 4))  # its memory was given back
+
+
+@needs_namespaces
+@pytest.mark.parametrize("swarms", ["namespaces"], indirect=True)
+async def test_a_commands_user_is_looked_up_off_the_event_loop(
+    swarms: Swarms, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the sandbox's /etc/passwd is read as its root, on a thread of the file layer's: the
+    # event loop would wait for it, every request with it
+    loop, looked_up = threading.get_ident(), set[int]()
+    lookup = Sandbox.user
+
+    def user(sandbox: Sandbox, name: str) -> User:
+        looked_up.add(threading.get_ident())
+        return lookup(sandbox, name)
+
+    monkeypatch.setattr(Sandbox, "user", user)
+    service = ProcessService(Envd(swarms.sandboxes))
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            await tg.start(swarms.serve)
+            box = await _start_sandbox(swarms)
+            request = pb.StartRequest(process=pb.ProcessConfig(cmd="true"))
+            started = service.start(request, _start_context(box, "user"))
+            events = [response.event.event.field async for response in started]  # type: ignore[union-attr]
+            tg.cancel_scope.cancel()
+    assert events[0] == "start" and events[-1] == "end"
+    assert looked_up and loop not in looked_up

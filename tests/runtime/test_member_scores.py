@@ -145,9 +145,17 @@ def left_in_sandbox() -> Scorer:
     return score
 
 
-def test_a_sandbox_scorer_sees_each_members_own_sandbox(backend: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("first", ["agent-1", "agent-2"])
+def test_a_sandbox_scorer_sees_each_members_own_sandbox(
+    backend: str, tmp_path: Path, first: str
+) -> None:
     def write(text: str) -> dict[str, Any]:
         return {"tool": "bash", "arguments": {"command": f"echo {text} > answer.txt"}}
+
+    def turns(name: str, text: str) -> list[dict[str, Any]]:
+        # the member that is not first waits, so the answer (mode "first") is the other's
+        wait = [] if name == first else [{"text": "x", "delay": 0.3}]
+        return [write(text), *wait, {"submit": text}]
 
     [log] = eval(
         Task(
@@ -163,8 +171,8 @@ def test_a_sandbox_scorer_sees_each_members_own_sandbox(backend: str, tmp_path: 
         model=scripted_model(
             {
                 "members": {
-                    "agent-1": [write("41"), {"submit": "41"}],
-                    "agent-2": [write("42"), {"text": "x", "delay": 0.2}, {"submit": "42"}],
+                    "agent-1": turns("agent-1", "41"),
+                    "agent-2": turns("agent-2", "42"),
                 }
             }
         ),
@@ -173,7 +181,10 @@ def test_a_sandbox_scorer_sees_each_members_own_sandbox(backend: str, tmp_path: 
     )
     score = scores_of(log)["member_scores"]
     assert score.metadata is not None
-    # the task's own view (the default sandbox) has no answer.txt; agent-2's has 42
+    # the task's own view (the default sandbox) has no answer.txt; agent-2's has 42, also
+    # when agent-2's submission is the swarm's answer
+    assert log.samples is not None
+    assert log.samples[0].output.completion == ("41" if first == "agent-1" else "42")
     assert score.metadata["members"] == {"agent-1": 0.0, "agent-2": 1.0}
     assert isinstance(score.value, dict) and score.value["answer"] == 0.0
 

@@ -17,7 +17,7 @@ from inspect_swarm.sandbox import (
     swarm_server,
 )
 from inspect_swarm.sandbox._compose import ComposeSandboxEnvironment
-from inspect_swarm.sandbox._server import _Service, _services
+from inspect_swarm.sandbox._swarm_server import _Service, _services
 
 PROVIDERS: list[type[ComposeSandboxEnvironment]] = [
     MultidirSandboxEnvironment,

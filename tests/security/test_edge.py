@@ -25,9 +25,11 @@ import httpx
 import pytest
 
 from inspect_swarm.server._app import create_app
-from inspect_swarm.server._engine import Engine, Settings
 from inspect_swarm.server._isolation import IsolationConfig, SandboxHost, base_cgroup_name
+from inspect_swarm.server._model import Settings
+from inspect_swarm.server._serve import assemble
 from inspect_swarm.server._store import Store
+from inspect_swarm.server._swarms import Swarms
 
 from ..server.conftest import KEY, Server, start_server, wait_for, wait_until
 from ..server.test_sandboxes import TINY, local, run_to_completion
@@ -349,20 +351,20 @@ def test_from_inside_a_sandbox_the_same_refusals_and_a_cap_on_connections(
 
 @pytest.mark.anyio
 async def test_an_error_in_one_sandboxs_work_fails_that_sandbox_alone(
-    local: tuple[Store, SandboxHost, Engine],
+    local: tuple[Store, SandboxHost, Swarms],
 ) -> None:
-    store, _, engine = local
+    store, _, swarms = local
     # past the edge's checks, as a bug would let a value through: the result is read with
     # a path no system call takes
     bad = start_body(count=2, resultPath="/tmp/a\0b")
-    sandboxes = store.sandboxes(await run_to_completion(engine, bad))
-    assert [(s["status"], s["error"]) for s in sandboxes] == [
+    sandboxes = store.sandboxes(await run_to_completion(swarms, bad))
+    assert [(s.status, s.error) for s in sandboxes] == [
         ("failed", "internal error: ValueError: embedded null byte")
     ] * 2
     good = start_body(command="echo on")
-    (sandbox,) = store.sandboxes(await run_to_completion(engine, good))
-    assert (sandbox["status"], sandbox["stdout_tail"]) == ("succeeded", "on\n")
-    assert engine.stopped is None
+    (sandbox,) = store.sandboxes(await run_to_completion(swarms, good))
+    assert (sandbox.status, sandbox.stdout_tail) == ("succeeded", "on\n")
+    assert swarms.stopped is None
 
 
 def claimed_bases(state_dir: Path) -> tuple[Path, list[Path]]:
@@ -382,8 +384,8 @@ async def test_a_stopped_scheduler_is_reported_refuses_starts_and_still_cleans_u
     state_dir = tmp_path / "state"
     store = Store(tmp_path / "swarm.db")
     host = SandboxHost(IsolationConfig(state_dir))
-    engine = Engine(store, host, Settings(2))
-    app = create_app(engine, {KEY: frozenset({"read", "provision"})})
+    swarms = assemble(store, host, Settings(2))
+    app = create_app(swarms, {KEY: frozenset({"read", "provision"})})
     claim, bases = claimed_bases(state_dir)
     transport = httpx.ASGITransport(app=app)
     headers = {"Authorization": f"Bearer {KEY}"}
@@ -395,7 +397,7 @@ async def test_a_stopped_scheduler_is_reported_refuses_starts_and_still_cleans_u
             assert (await http.get("/healthz")).json()["status"] == "ok"
             store.close()  # the scheduler's next look at the store fails
             with anyio.fail_after(10):
-                while engine.stopped is None:  # noqa: ASYNC110 (no event to await)
+                while swarms.stopped is None:  # noqa: ASYNC110 (no event to await)
                     await anyio.sleep(0.05)
             health = await http.get("/healthz")
             assert health.status_code == 503

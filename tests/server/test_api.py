@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import threading
 import uuid
+from pathlib import Path
 
 import pytest
 
 from inspect_swarm.server import AuthenticationError, ConflictError, NotFoundError
 
-from .conftest import KEY, OTHER_KEY, READ_ONLY_KEY, Server, needs_namespaces, wait_for
+from .conftest import (
+    KEY,
+    OTHER_KEY,
+    READ_ONLY_KEY,
+    Server,
+    needs_namespaces,
+    start_server,
+    wait_for,
+    wait_until,
+)
 
 pytestmark = needs_namespaces
 
@@ -170,3 +180,18 @@ def test_access_servers_and_lease(server: Server) -> None:
             wait_for(other, run["id"])
             other.servers.release()
     assert KEY != OTHER_KEY
+
+
+def test_an_idle_lease_is_released_and_a_run_keeps_it_busy(tmp_path: Path) -> None:
+    idle = start_server(
+        tmp_path / "state", "--memory-gib", "2", "--idle-release", "1", "--isolation", "process"
+    )
+    try:
+        with idle.client() as client:
+            # the run outlasts the idle time: its lease must hold until it ends
+            run = wait_for(client, client.swarms.start("sleep 3", count=1, size="1x1")["id"])
+            assert run["error"] is None and run["sandboxes"][0]["status"] == "succeeded"
+            wait_until(lambda: client.servers.list()["servers"][0]["state"] == "available")
+            assert client.servers.list()["lease"] is None
+    finally:
+        idle.kill()

@@ -9,8 +9,8 @@ import signal
 import anyio
 import pytest
 
+from inspect_swarm.server._child_process import ChildProcess, SpawnOptions, spawn
 from inspect_swarm.server._isolation import DEFAULT_PATH
-from inspect_swarm.server._process import ChildProcess, SpawnOptions, spawn
 
 pytestmark = pytest.mark.anyio
 

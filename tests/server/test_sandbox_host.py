@@ -17,9 +17,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from inspect_swarm.server import _files
+from inspect_swarm.server import _sandbox_files
 from inspect_swarm.server._cgroups import Cgroups, Limits, SandboxCgroup, default_pids_cap
-from inspect_swarm.server._engine import _follow
+from inspect_swarm.server._child_process import SpawnOptions, spawn
 from inspect_swarm.server._forward import Forwarder
 from inspect_swarm.server._isolation import (
     _FS_IOC_GETFLAGS,
@@ -32,7 +32,7 @@ from inspect_swarm.server._isolation import (
     User,
     _answer,
 )
-from inspect_swarm.server._process import SpawnOptions, spawn
+from inspect_swarm.server._local_engine import follow
 from inspect_swarm.server._sandbox_init import _command_filter, _copy
 
 from .conftest import needs_namespaces
@@ -65,7 +65,7 @@ async def _run(
 ) -> tuple[int, str]:
     tails = {"stdout": bytearray(), "stderr": bytearray()}
     process = await sandbox.exec(["/bin/sh", "-c", command], {}, cwd, user or sandbox.user("root"))
-    code = await _follow(process, tails)
+    code = await follow(process, tails)
     sandbox.forget(process)
     return code, tails["stdout"].decode() + tails["stderr"].decode()
 
@@ -128,7 +128,7 @@ async def test_a_command_that_cannot_start_says_why_as_a_shell_would(
     ]:
         tails = {"stdout": bytearray(), "stderr": bytearray()}
         process = await sandbox.exec(argv, {}, cwd, who)
-        outcomes.append((await _follow(process, tails), tails["stderr"].decode()))
+        outcomes.append((await follow(process, tails), tails["stderr"].decode()))
         sandbox.forget(process)
     assert outcomes == [
         (127, "no-such-program: No such file or directory\n"),
@@ -518,14 +518,14 @@ async def test_spawned_processes_join_their_cgroups_before_the_command(
     )
     tails = {"stdout": bytearray(), "stderr": bytearray()}
     try:
-        assert await _follow(process, tails) == 0
+        assert await follow(process, tails) == 0
         name = group.procs_files[0].parent.name
         joined = [line for line in tails["stdout"].decode().splitlines() if name in line]
         assert joined and all(line.endswith(f"/{name}") for line in joined)
         missing = tmp_path / "missing" / "cgroup.procs"
         failed = spawn(SpawnOptions(argv=["true"], env={}, cgroup_procs=[missing]))
         tails = {"stdout": bytearray(), "stderr": bytearray()}
-        assert await _follow(failed, tails) == 125
+        assert await follow(failed, tails) == 125
         assert f"cannot join cgroup {missing}" in tails["stderr"].decode()
     finally:
         cgroups.remove_all()
@@ -819,7 +819,7 @@ async def test_the_server_reaches_a_sandboxs_files_only_as_its_processes_could(
     assert (await _run(sandbox, "echo root-only > /root-file; chmod 600 /root-file"))[0] == 0
     assert sandbox.read_file("/root-file") == b"root-only\n"  # root of the sandbox may
     with pytest.raises(PermissionError):
-        sandbox.as_user(user, lambda root: _files.read_file(root, "/root-file"))
+        sandbox.as_user(user, lambda root: _sandbox_files.read_file(root, "/root-file"))
     # PID 1's environment needs CAP_SYS_PTRACE, which no process of the sandbox has
     with pytest.raises(PermissionError):
         sandbox.read_file("/proc/1/environ")

@@ -15,11 +15,13 @@ import anyio
 import pytest
 
 from inspect_swarm.server._cgroups import Limits
-from inspect_swarm.server._engine import Engine, Settings
 from inspect_swarm.server._isolation import IsolationConfig, NamespaceSandbox, Sandbox, SandboxHost
 from inspect_swarm.server._keys import Owner
-from inspect_swarm.server._schema import StartBody
+from inspect_swarm.server._model import Settings
+from inspect_swarm.server._schema import StartBody, body_hash
+from inspect_swarm.server._serve import assemble
 from inspect_swarm.server._store import Store
+from inspect_swarm.server._swarms import Swarms
 
 from .conftest import Server, needs_namespaces, start_server, wait_for, wait_until
 
@@ -234,12 +236,13 @@ def test_isolation(server: Server, tmp_path: Path) -> None:
 
 
 @pytest.fixture
-async def local(tmp_path: Path) -> AsyncIterator[tuple[Store, SandboxHost, Engine]]:
-    """A store, sandbox host and engine in this process (no HTTP), cleaned up after."""
+async def local(tmp_path: Path) -> AsyncIterator[tuple[Store, SandboxHost, Swarms]]:
+    """A store, sandbox host and the domain over them in this process (no HTTP), cleaned up
+    after."""
     store = Store(tmp_path / "swarm.db")
     host = SandboxHost(IsolationConfig(tmp_path / "state"))
     try:
-        yield store, host, Engine(store, host, Settings(2))
+        yield store, host, assemble(store, host, Settings(2))
     finally:
         gc.unfreeze()
         await host.aclose()
@@ -247,23 +250,25 @@ async def local(tmp_path: Path) -> AsyncIterator[tuple[Store, SandboxHost, Engin
         store.close()
 
 
-async def run_to_completion(engine: Engine, raw: dict[str, Any]) -> str:
-    """Serve `engine` until the run `raw` starts has completed; the run's id."""
+async def run_to_completion(swarms: Swarms, raw: dict[str, Any]) -> str:
+    """Serve `swarms` until the run `raw` starts has completed; the run's id (`raw` is only
+    validated, not checked: a value the edge refuses reaches the domain)."""
+    request = StartBody.model_validate(raw).domain(body_hash(raw), None)
     with anyio.fail_after(30):
         async with anyio.create_task_group() as tg:
-            await tg.start(engine.serve)
-            view, _ = engine.start(Owner("acct_test"), raw, StartBody.model_validate(raw), None)
-            while view.run["status"] != "completed":  # noqa: ASYNC110 (no event to await)
+            await tg.start(swarms.serve)
+            view, _ = swarms.start(Owner("acct_test"), request)
+            while view.run.status != "completed":  # noqa: ASYNC110 (no event to await)
                 await anyio.sleep(0.02)
             tg.cancel_scope.cancel()
-    return str(view.run["id"])
+    return view.run.id
 
 
 @pytest.mark.anyio
 async def test_a_sandbox_that_ended_before_its_command_started_fails_with_why(
-    local: tuple[Store, SandboxHost, Engine], monkeypatch: pytest.MonkeyPatch
+    local: tuple[Store, SandboxHost, Swarms], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store, host, engine = local
+    store, host, swarms = local
     boot = host.create
 
     async def boot_then_end(sandbox_id: str, limits: Limits) -> Sandbox:
@@ -276,19 +281,16 @@ async def test_a_sandbox_that_ended_before_its_command_started_fails_with_why(
 
     monkeypatch.setattr(host, "create", boot_then_end)
     raw = {"command": "echo never", "count": 1, "size": {"vcpus": 1, "memoryGb": 1}}
-    (sandbox,) = store.sandboxes(await run_to_completion(engine, raw))
-    assert (sandbox["status"], sandbox["error"]) == (
-        "failed",
-        f"sandbox {sandbox['sandbox_id']} has ended",
-    )
-    assert not (host.sandbox_dir / sandbox["sandbox_id"]).exists()
+    (sandbox,) = store.sandboxes(await run_to_completion(swarms, raw))
+    assert (sandbox.status, sandbox.error) == ("failed", f"sandbox {sandbox.sandbox_id} has ended")
+    assert not (host.sandbox_dir / sandbox.sandbox_id).exists()
 
 
 @pytest.mark.anyio
 async def test_a_sandbox_that_cannot_be_made_anew_gives_way_to_a_new_one(
-    local: tuple[Store, SandboxHost, Engine], monkeypatch: pytest.MonkeyPatch
+    local: tuple[Store, SandboxHost, Swarms], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store, host, engine = local
+    store, host, swarms = local
     boot, booted = host.create, list[NamespaceSandbox]()
 
     async def boot_to_die_before_reset(sandbox_id: str, limits: Limits) -> Sandbox:
@@ -308,9 +310,9 @@ async def test_a_sandbox_that_cannot_be_made_anew_gives_way_to_a_new_one(
 
     monkeypatch.setattr(host, "create", boot_to_die_before_reset)
     raw = {"command": "hostname", "count": 2, "concurrency": 1, "size": {"vcpus": 1, "memoryGb": 1}}
-    sandboxes = store.sandboxes(await run_to_completion(engine, raw))
-    assert [(s["status"], s["stdout_tail"]) for s in sandboxes] == [
-        ("succeeded", f"{s['sandbox_id']}\n") for s in sandboxes
+    sandboxes = store.sandboxes(await run_to_completion(swarms, raw))
+    assert [(s.status, s.stdout_tail) for s in sandboxes] == [
+        ("succeeded", f"{s.sandbox_id}\n") for s in sandboxes
     ]
     assert len(booted) == 2 and not booted[0].dir.exists()
 
@@ -319,10 +321,10 @@ async def test_a_sandbox_that_cannot_be_made_anew_gives_way_to_a_new_one(
 async def test_collections_skip_what_the_server_made_at_startup(tmp_path: Path) -> None:
     # a full collection of the ~200k objects of a started server would stall every request
     store = Store(tmp_path / "swarm.db")
-    engine = Engine(store, SandboxHost(IsolationConfig(tmp_path, "process")), Settings(2))
+    swarms = assemble(store, SandboxHost(IsolationConfig(tmp_path, "process")), Settings(2))
     try:
         async with anyio.create_task_group() as tg:
-            await tg.start(engine.serve)
+            await tg.start(swarms.serve)
             assert gc.get_freeze_count() > 0
             tg.cancel_scope.cancel()
     finally:

@@ -15,11 +15,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from inspect_swarm.server import AuthenticationError, _engine
-from inspect_swarm.server._app import account_of
+from inspect_swarm.server import AuthenticationError, _swarms
+from inspect_swarm.server._auth import account_of
 from inspect_swarm.server._cli import main
-from inspect_swarm.server._engine import Engine, Settings
 from inspect_swarm.server._isolation import IsolationConfig, SandboxHost
+from inspect_swarm.server._model import RunRecord, RunSpec, SandboxInput, Settings, Size
+from inspect_swarm.server._serve import assemble
 from inspect_swarm.server._store import SCHEMA_VERSION, Store
 
 from .conftest import KEY, needs_namespaces, start_server
@@ -27,18 +28,10 @@ from .conftest import KEY, needs_namespaces, start_server
 
 def _write_pages(store: Store, runs: int) -> None:
     """Commit a few thousand pages: runs of 100 sandboxes, 4 KB of input each."""
+    spec = RunSpec("true", Size(1, 1), 600, "base", None)
     for n in range(runs):
-        run = {
-            "id": f"run-{n}",
-            "account": "acct_test",
-            "lineage": "/",
-            "lease_id": "lease-test",
-            "name": None,
-            "spec": {},
-            "concurrency": 1,
-            "created_at": time.time(),
-        }
-        inputs = [{"args": ["x" * 4096]} for _ in range(100)]
+        run = RunRecord(f"run-{n}", "acct_test", "/", "lease-test", None, spec, 100, 1, time.time())
+        inputs = [SandboxInput(("x" * 4096,)) for _ in range(100)]
         store.insert_run(run, inputs, [f"sbx-{n}-{i}" for i in range(100)], None)
 
 
@@ -62,11 +55,12 @@ def test_writes_never_checkpoint_and_lose_nothing_without_one(tmp_path: Path) ->
 
 
 @pytest.mark.anyio
-async def test_the_engine_checkpoints_in_a_worker_thread(
+async def test_the_server_checkpoints_in_a_worker_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = Store(tmp_path / "swarm.db")
-    engine = Engine(store, SandboxHost(IsolationConfig(tmp_path, "process")), Settings(2))
+    host = SandboxHost(IsolationConfig(tmp_path, "process"))
+    swarms = assemble(store, host, Settings(2))
     threads: list[int] = []
     checkpoint = store.checkpoint
     twice = anyio.Event()
@@ -78,11 +72,11 @@ async def test_the_engine_checkpoints_in_a_worker_thread(
             anyio.from_thread.run_sync(twice.set)
 
     monkeypatch.setattr(store, "checkpoint", recorded)
-    monkeypatch.setattr(_engine, "_CHECKPOINT_SECONDS", 0.01)
+    monkeypatch.setattr(_swarms, "_CHECKPOINT_SECONDS", 0.01)
     try:
         with anyio.fail_after(20):
             async with anyio.create_task_group() as tg:
-                await tg.start(engine.serve)
+                await tg.start(swarms.serve)
                 _write_pages(store, 3)
                 await twice.wait()
                 tg.cancel_scope.cancel()
@@ -90,7 +84,7 @@ async def test_the_engine_checkpoints_in_a_worker_thread(
         assert (tmp_path / "swarm.db").stat().st_size > 1024**2  # the pages reached the file
     finally:
         gc.unfreeze()
-        engine.host.cgroups.remove_base()
+        host.cgroups.remove_base()
         store.close()
 
 

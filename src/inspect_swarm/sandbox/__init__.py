@@ -12,7 +12,7 @@ or `("swarm_server", "compose.yaml")`. Without a configured server it starts one
 """
 
 from ._multidir import MultidirConfig, MultidirSandboxEnvironment, multidir
-from ._server import SwarmServerConfig, SwarmServerSandboxEnvironment, swarm_server
+from ._swarm_server import SwarmServerConfig, SwarmServerSandboxEnvironment, swarm_server
 
 __all__ = [
     "MultidirConfig",

@@ -14,10 +14,14 @@ from ._client import (
     NotFoundError,
     PlanRequiredError,
     RateLimitError,
+    Sandboxes,
+    Servers,
+    Swarms,
     SwarmsAPIError,
     SwarmsClient,
     is_finished,
 )
+from ._sweep import sample_arms, sweep
 
 __all__ = [
     "APIConnectionError",
@@ -27,7 +31,12 @@ __all__ = [
     "NotFoundError",
     "PlanRequiredError",
     "RateLimitError",
+    "Sandboxes",
+    "Servers",
+    "Swarms",
     "SwarmsAPIError",
     "SwarmsClient",
     "is_finished",
+    "sample_arms",
+    "sweep",
 ]

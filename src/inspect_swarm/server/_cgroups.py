@@ -26,6 +26,7 @@ import fcntl
 import os
 import secrets
 import signal
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -85,6 +86,8 @@ class Cgroups:
         """Emptied cgroups of ended sandboxes, for the next ones of the same size (a lower
         memory limit would have the kernel reclaim what the last one left, at once)."""
         self._made = 0
+        self._lock = threading.Lock()
+        """Sandboxes' cgroups are made and given back on worker threads."""
         self._claim: _Claim | None = None
 
     @classmethod
@@ -135,10 +138,11 @@ class Cgroups:
 
     def remove_base(self) -> None:
         """Remove this server's idle cgroups and (empty) base cgroups when it stops."""
-        for idle in self._idle.values():
-            for group in idle:
+        with self._lock:
+            idle, self._idle = self._idle, {}
+        for groups in idle.values():
+            for group in groups:
                 group.remove()
-        self._idle.clear()
         removed = _remove_dirs(self._bases.values())
         if self._claim is not None:
             # what is left (a sandbox that would not die) is the next server's to remove
@@ -162,15 +166,16 @@ class Cgroups:
         """The cgroups of one sandbox (an idle one's, or new ones) with its limits set."""
         if self.mode == "none":
             return SandboxCgroup("none", {})
-        while idle := self._idle.get(limits):
-            group = idle.pop()
+        while group := self._idle_one(limits):
             try:
                 group.apply(limits)
                 return group
             except OSError:  # removed or broken since: make new ones
                 group.remove()
-        self._made += 1
-        dirs = {c: base / f"sandbox-{self._made}" for c, base in self._bases.items()}
+        with self._lock:
+            self._made += 1
+            name = f"sandbox-{self._made}"
+        dirs = {c: base / name for c, base in self._bases.items()}
         for path in dirs.values():
             path.mkdir(exist_ok=True)
         group = SandboxCgroup(self.mode, dirs)
@@ -183,8 +188,14 @@ class Cgroups:
             return True
         if group.pids() or group.limits is None:
             return False
-        self._idle.setdefault(group.limits, []).append(group)
+        with self._lock:
+            self._idle.setdefault(group.limits, []).append(group)
         return True
+
+    def _idle_one(self, limits: Limits) -> SandboxCgroup | None:
+        with self._lock:
+            idle = self._idle.get(limits)
+            return idle.pop() if idle else None
 
 
 def _kill_and_remove(group: SandboxCgroup) -> bool:

@@ -23,6 +23,8 @@ import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 
+from ._wire import error_object
+
 MIB = 1024**2
 
 logger = logging.getLogger(__name__)
@@ -95,7 +97,7 @@ class _Exchange:
             f"body: {size} bytes or more, over this server's limit of {self._limit} bytes; "
             "send less at a time"
         )
-        return 413, {"detail": detail, "code": "body_too_large", "field": "body"}
+        return 413, error_object("body_too_large", detail, "body")
 
     async def receive(self) -> Message:
         if self.refusal is not None:
@@ -106,7 +108,7 @@ class _Exchange:
             message = await self._receive()
         if waited.cancelled_caught:
             detail = f"the request body paused for over {self._timeout:g}s; send it at once"
-            self.refusal = 408, {"detail": detail, "code": "request_timeout"}
+            self.refusal = 408, error_object("request_timeout", detail)
             raise _Refused(detail)
         if message["type"] == "http.request":
             self._received += len(message.get("body", b""))
@@ -135,7 +137,7 @@ def _content_length(scope: Scope) -> int | None:
 
 def _internal_error(ex: Exception) -> tuple[int, dict[str, Any]]:
     detail = f"internal error ({type(ex).__name__}); the server's log has its cause"
-    return 500, {"detail": detail, "code": "internal_error"}
+    return 500, error_object("internal_error", detail)
 
 
 async def _answer(send: Send, status: int, body: dict[str, Any]) -> None:

@@ -6,7 +6,7 @@ root of what the host allows it (`SYSTEM_DIRS`, part of /etc, what the server ex
 shares) with writable layers on a disk of the quota's size, starts the sandbox's commands
 when asked on its control socket, and makes the sandbox anew for a run's next command
 (`reset`). The server reaches a sandbox's files as a process of the sandbox would
-(`_files.run_as`). `process` (anything else): plain processes in a private directory, no
+(`_sandbox_files.run_as`). `process` (anything else): plain processes in a private directory, no
 isolation, which every run reports. Both put a sandbox's processes in its own cgroups when
 this machine allows it, for memory and pids limits.
 """
@@ -27,6 +27,8 @@ import signal
 import socket
 import struct
 import sys
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,11 +36,11 @@ from typing import Literal, TypeVar
 
 import anyio
 
-from . import _files
+from . import _sandbox_files
 from ._cgroups import Cgroups, Limits, SandboxCgroup, default_pids_cap
+from ._child_process import ChildProcess, HostProcess, SandboxProcess, SpawnOptions, spawn
 from ._disks import Disk, DiskError, DiskPool
 from ._forward import MAX_CONNECTIONS, Forwarder
-from ._process import ChildProcess, HostProcess, SandboxProcess, SpawnOptions, spawn
 from ._sandbox_init import KEPT_CAPABILITIES
 
 IsolationMode = Literal["namespaces", "process"]
@@ -201,11 +203,11 @@ class Sandbox:
 
     def read_file(self, path: str, limit: int | None = None) -> bytes:
         """Read a file of the sandbox (absolute path as seen inside) as its root."""
-        return self.as_user(ROOT, lambda root: _files.read_file(root, path, limit))
+        return self.as_user(ROOT, lambda root: _sandbox_files.read_file(root, path, limit))
 
     def write_file(self, path: str, data: bytes, user: User = ROOT) -> None:
         """Write a file of the sandbox as `user`."""
-        self.as_user(user, lambda root: _files.write_file(root, path, data))
+        self.as_user(user, lambda root: _sandbox_files.write_file(root, path, data))
 
     def oom_killed(self) -> bool:
         """Whether the kernel killed a process of the sandbox for memory."""
@@ -224,8 +226,13 @@ class Sandbox:
             for process in list(self._processes):
                 await process.wait()
                 self.forget(process)
-            await _release_cgroup(self.cgroups, self.cgroup)
-            await anyio.to_thread.run_sync(shutil.rmtree, self.dir, True)
+            # cgroupfs and the file system take their time: never on the event loop
+            await anyio.to_thread.run_sync(self._remove)
+
+    def _remove(self) -> None:
+        """Give the sandbox's cgroups back and remove its directory (blocks)."""
+        _release_cgroup(self.cgroups, self.cgroup)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def _spread_subdirectories(path: Path) -> None:
@@ -254,7 +261,7 @@ def _memfd(data: bytes) -> int:
     return fd
 
 
-async def _release_cgroup(cgroups: Cgroups, cgroup: SandboxCgroup) -> None:
+def _release_cgroup(cgroups: Cgroups, cgroup: SandboxCgroup) -> None:
     if cgroups.recycle(cgroup):
         return
     # a killed process leaves its cgroup a moment after it is reaped
@@ -262,7 +269,7 @@ async def _release_cgroup(cgroups: Cgroups, cgroup: SandboxCgroup) -> None:
         if cgroup.remove():
             return
         cgroup.kill_all()
-        await anyio.sleep(0.02)
+        time.sleep(0.02)
 
 
 @dataclass
@@ -287,6 +294,9 @@ class NamespaceSandbox(Sandbox):
     listener: socket.socket | None = None
     """A socket listening inside the sandbox, whose connections go to the server."""
     _sending: anyio.Lock = field(default_factory=anyio.Lock)
+    _fds: threading.Lock = field(default_factory=threading.Lock)
+    """Held while PID 1's or the root's descriptor is opened from or closed: file access
+    runs on worker threads, and a number closed under it could be another sandbox's next."""
     reusable = True
 
     @property
@@ -295,14 +305,18 @@ class NamespaceSandbox(Sandbox):
 
         Not `/proc/<pid>/root`: once PID 1 ends, its pid may be a host process's.
         """
-        if self.root_fd < 0 or _ended(self.init_fd):
+        if self.root_fd < 0 or self.init_fd < 0 or _ended(self.init_fd):
             raise ProcessLookupError(errno.ESRCH, f"sandbox {self.id} has ended")
         return f"/proc/self/fd/{self.root_fd}"
 
     def as_user(self, user: User, operation: Callable[[str], T]) -> T:
         """`operation(root)` on a thread with the ids, groups and capabilities a process of
-        `user` has in the sandbox (`_files.run_as`)."""
-        return _files.run_as(self.root, user.name, user.uid, user.gid, _kept_mask(), operation)
+        `user` has in the sandbox (`_sandbox_files.run_as`)."""
+        with self._fds:
+            root_fd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        return _sandbox_files.run_as(
+            root_fd, user.name, user.uid, user.gid, _kept_mask(), operation
+        )
 
     async def _start(
         self, argv: Sequence[str], env: dict[str, str], cwd: str, user: User, stdin: bool
@@ -346,7 +360,8 @@ class NamespaceSandbox(Sandbox):
         network if the last one was used; its PID namespace and cgroups kept. A sandbox
         costs a fraction of a boot's CPU this way (see `_reset` in `_sandbox_init`)."""
         # the old root must go with its mount namespace: nothing of the server's may hold it
-        self.root_fd = _closed(self.root_fd)
+        with self._fds:
+            self.root_fd = _closed(self.root_fd)
         await self._send(f"reset {sandbox_id}".encode(), [])
         with anyio.fail_after(_BOOT_TIMEOUT):
             message, fds = await _receive(self._control())
@@ -355,8 +370,9 @@ class NamespaceSandbox(Sandbox):
             await process.wait()  # PID 1 has reaped it
             self.forget(process)
         if "listener" in handles:
-            self._listen(socket.socket(fileno=handles["listener"]))
-        self.root_fd = _open_root(self.init_pid)
+            self.listen(socket.socket(fileno=handles["listener"]))
+        with self._fds:
+            self.root_fd = _open_root(self.init_pid)
         self.id = sandbox_id
         self.cgroup.count_from_now()
         # layers a command changed are left beside the new ones, to be removed here (before
@@ -371,7 +387,7 @@ class NamespaceSandbox(Sandbox):
             raise SandboxError(f"sandbox {self.id} has ended")
         return self.control
 
-    def _listen(self, listener: socket.socket) -> None:
+    def listen(self, listener: socket.socket) -> None:
         """Forward the connections of `listener` (instead of the last one's) to the server."""
         assert self.forwarder is not None, "PID 1 listens only when the server forwards"
         if self.listener is not None:
@@ -404,26 +420,33 @@ class NamespaceSandbox(Sandbox):
     async def close(self) -> None:
         """End the sandbox once its PID 1 is gone."""
         with anyio.CancelScope(shield=True):
-            if self.forwarder is not None and self.listener is not None:
-                self.forwarder.remove(self.listener)
-                self.listener = None
             if self.init_fd >= 0:
                 self.kill_processes()
                 await anyio.wait_readable(self.init_fd)
-                self.init_fd = _closed(self.init_fd)
-            self.root_fd = _closed(self.root_fd)
-            if self.disks is not None and self.layer_fd >= 0:
-                # the disk's last mount: PID 1 ended without waiting to unmount it, and
-                # neither does this
-                self.disks.let_go(self.layer_fd)
-                self.layer_fd = -1
-            self.layer_fd = _closed(self.layer_fd)
-            if self.disk is not None:
-                self.disk.unlink(missing_ok=True)  # its space goes with the last mount of it
             if self.control is not None:
                 _close_socket(self.control)
                 self.control = None
+            # the last of the server's hold on the sandbox's namespaces and mounts: the
+            # kernel tears them down as they are let go, which takes a while
+            await anyio.to_thread.run_sync(self._let_go)
             await super().close()
+
+    def _let_go(self) -> None:
+        """Let go of the sandbox's listener, PID 1, root and disk (blocks)."""
+        if self.forwarder is not None and self.listener is not None:
+            self.forwarder.remove(self.listener)
+            self.listener = None
+        with self._fds:
+            self.init_fd = _closed(self.init_fd)
+            self.root_fd = _closed(self.root_fd)
+        if self.disks is not None and self.layer_fd >= 0:
+            # the disk's last mount: PID 1 ended without waiting to unmount it, and
+            # neither does this
+            self.disks.let_go(self.layer_fd)
+            self.layer_fd = -1
+        self.layer_fd = _closed(self.layer_fd)
+        if self.disk is not None:
+            self.disk.unlink(missing_ok=True)  # its space goes with the last mount of it
 
 
 @dataclass
@@ -558,7 +581,7 @@ class SandboxHost:
     async def create(self, sandbox_id: str, limits: Limits) -> Sandbox:
         """Boot a fresh sandbox (raises SandboxError with the reason when it cannot)."""
         directory = self.sandbox_dir / sandbox_id
-        cgroup = self.cgroups.create(limits)
+        cgroup = await anyio.to_thread.run_sync(self.cgroups.create, limits)
         if self.mode == "process":
             for home in ("root", "home/user"):
                 (directory / "root" / home).mkdir(parents=True)
@@ -602,7 +625,7 @@ class SandboxHost:
         sandbox.root_fd = _open_root(sandbox.init_pid)
         sandbox.forwarder = self._forwarder
         if "listener" in handles:
-            sandbox._listen(socket.socket(fileno=handles["listener"]))
+            sandbox.listen(socket.socket(fileno=handles["listener"]))
 
     async def _take_disk(self) -> Disk:
         assert self._disks is not None

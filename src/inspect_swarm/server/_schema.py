@@ -1,23 +1,19 @@
-"""The Swarms API's wire format: request bodies, their checks, and error bodies.
+"""The Swarms API's request bodies: their shapes, their checks, and the domain's requests
+they become.
 
-Every assumption about details the spec leaves open is made here, once:
-- errors are `{"detail": message, "code": code}` (plus `"field"` for validation), and bad input
-  is 400 `invalid_request`, not FastAPI's 422;
-- run `status` is `queued` (nothing started yet), `running`, then `completed` (also after cancel);
-- `GET /api/swarms` answers `{"swarms": [...]}`, newest first, unpaginated;
-- the stderr tail is `stderrTail`; `result` is UTF-8 text, else base64 with
-  `"resultEncoding": "base64"`; `estimatedCostCents` is 0 on this server.
+Bad input is 400 `invalid_request` naming the field, not FastAPI's 422 (see `_wire` for the
+other assumptions the spec leaves open).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from contextlib import AbstractContextManager
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from ._errors import ApiError
 from ._limits import (
     MAX_NAME,
     check_command_line,
@@ -26,66 +22,33 @@ from ._limits import (
     check_path,
     check_text,
     parse_json,
-    refusing,
     shown,
 )
-
-TAIL_BYTES = 16 * 1024
-RESULT_BYTES = 64 * 1024
-SMALL = (2, 4)
+from ._model import (
+    TEMPLATES,
+    InvalidRequest,
+    RunRequest,
+    SandboxInput,
+    Size,
+    refusing_bad_input,
+)
 
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
-
-
-class ApiError(Exception):
-    """An error answered as JSON with the spec's code and HTTP status."""
-
-    def __init__(
-        self,
-        status: int,
-        code: str,
-        detail: str,
-        field: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.code = code
-        self.detail = detail
-        self.field = field
-        self.headers = headers or {}
-
-    def body(self) -> dict[str, Any]:
-        """The JSON body of the error."""
-        body: dict[str, Any] = {"detail": self.detail, "code": self.code}
-        if self.field is not None:
-            body["field"] = self.field
-        return body
-
-
-def invalid(field: str, detail: str) -> ApiError:
-    """A 400 `invalid_request` naming the field."""
-    return ApiError(400, "invalid_request", f"{field}: {detail}", field=field)
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
 
-class Size(_Strict):
-    """The size of every sandbox of a run."""
+class SizeBody(_Strict):
+    """The size of a sandbox (every sandbox of a run)."""
 
     vcpus: Literal[1, 2, 4] = 2
     memoryGb: int = Field(default=4, ge=1, le=8)
 
-    @property
-    def name(self) -> str:
-        """`small` for 2 vCPU and 4 GB, otherwise `custom`."""
-        return "small" if (self.vcpus, self.memoryGb) == SMALL else "custom"
-
-    def wire(self) -> dict[str, Any]:
-        """The run's `size` object."""
-        return {"name": self.name, "vcpus": self.vcpus, "memoryGb": self.memoryGb}
+    def domain(self) -> Size:
+        """The size this body asks for."""
+        return Size(self.vcpus, self.memoryGb)
 
 
 class SwarmInput(_Strict):
@@ -95,16 +58,16 @@ class SwarmInput(_Strict):
     env: dict[str, str] = {}
     files: dict[str, str] = {}
 
-
-TEMPLATES = ("base", "python", "code-interpreter")
-"""The templates this server offers (each is the same root: the host's system directories)."""
+    def domain(self) -> SandboxInput:
+        """What this input adds to its sandbox."""
+        return SandboxInput(tuple(self.args), self.env, self.files)
 
 
 class SandboxFields(_Strict):
     """What a sandbox is made of, for a run's sandboxes or one of its own."""
 
     env: dict[str, str] = {}
-    size: Size = Size()
+    size: SizeBody = SizeBody()
     timeoutSeconds: int | None = None
     template: NonEmpty | None = None
     image: NonEmpty | None = None
@@ -122,6 +85,26 @@ class StartBody(SandboxFields):
     name: str | None = None
     idempotencyKey: NonEmpty | None = None
 
+    def domain(self, digest: str, idempotency_key: str | None) -> RunRequest:
+        """The request this body makes (`digest`: its hash; the header's idempotency key
+        wins over the body's)."""
+        inputs = self.inputs
+        return RunRequest(
+            command=self.command if isinstance(self.command, str) else tuple(self.command),
+            size=self.size.domain(),
+            count=self.count if self.count is not None else len(inputs or []),
+            inputs=None if inputs is None else tuple(item.domain() for item in inputs),
+            env=self.env,
+            files=self.files,
+            timeout_seconds=self.timeoutSeconds,
+            template=self.template,
+            result_path=self.resultPath,
+            concurrency=self.concurrency,
+            name=self.name,
+            idempotency_key=idempotency_key or self.idempotencyKey,
+            digest=digest,
+        )
+
 
 class SandboxBody(SandboxFields):
     """The body of `POST /v1/sandboxes`: one long-lived sandbox.
@@ -134,16 +117,16 @@ class SandboxBody(SandboxFields):
 
 # loc entries that name fields (pydantic adds union member tags such as "constrained-str")
 _FIELDS = {
-    name for model in (StartBody, SandboxBody, Size, SwarmInput) for name in model.model_fields
+    name for model in (StartBody, SandboxBody, SizeBody, SwarmInput) for name in model.model_fields
 }
 
 _Body = TypeVar("_Body", bound=_Strict)
 
 
 def _validate(model: type[_Body], raw: Any) -> _Body:
-    """Validate a body, raising ApiError(400) that names the first bad field."""
+    """Validate a body, raising InvalidRequest that names the first bad field."""
     if not isinstance(raw, dict):
-        raise invalid("body", f"expected a JSON object, got {type(raw).__name__}")
+        raise InvalidRequest("body", f"expected a JSON object, got {type(raw).__name__}")
     try:
         return model.model_validate(raw)
     except ValidationError as ex:
@@ -154,31 +137,34 @@ def _validate(model: type[_Body], raw: Any) -> _Body:
         parts = [p for p in loc if p in _FIELDS or isinstance(p, int)]
         field = ".".join(str(p) for p in [*parts, *([unknown] if unknown else [])])
         got = f" (got {shown(error['input'], 80)})" if error["type"] != "missing" else ""
-        raise invalid(field or "body", f"{error['msg']}{got}") from None
-
-
-def refusing_bad_input() -> AbstractContextManager[None]:
-    """Answer a `BadInput` raised inside as a 400 naming its field."""
-    return refusing(lambda bad: invalid(bad.field, bad.detail))
+        raise InvalidRequest(field or "body", f"{error['msg']}{got}") from None
 
 
 def json_body(data: bytes) -> Any:
-    """Parse a JSON request body, raising ApiError(400) when it is not one the API takes."""
+    """Parse a JSON request body, raising InvalidRequest when it is not one the API takes."""
     with refusing_bad_input():
         return parse_json(data)
 
 
+def start_request(raw: Any, idempotency_key: str | None) -> RunRequest:
+    """The request a start body makes (with the `Idempotency-Key` header's key, if given),
+    raising InvalidRequest that names the first bad field."""
+    return parse_start(raw).domain(body_hash(raw), idempotency_key)
+
+
 def parse_start(raw: Any) -> StartBody:
-    """Validate a start body, raising ApiError(400) that names the first bad field."""
+    """Validate a start body, raising InvalidRequest that names the first bad field."""
     body = _validate(StartBody, raw)
     if (body.count is None) == (body.inputs is None):
-        raise invalid("count", "give exactly one of `count` or `inputs`")
+        raise InvalidRequest("count", "give exactly one of `count` or `inputs`")
     for where, files in _all_files(body):
         for path in files:
             if not path.startswith("/"):
-                raise invalid(where, f"file paths must be absolute, got {shown(path)}")
+                raise InvalidRequest(where, f"file paths must be absolute, got {shown(path)}")
     if body.resultPath is not None and not body.resultPath.startswith("/"):
-        raise invalid("resultPath", f"must be an absolute path, got {shown(body.resultPath)}")
+        raise InvalidRequest(
+            "resultPath", f"must be an absolute path, got {shown(body.resultPath)}"
+        )
     _check_template(body)
     with refusing_bad_input():
         _check_start_text(body)
@@ -207,7 +193,7 @@ def _check_start_text(body: StartBody) -> None:
 
 
 def parse_sandbox(raw: Any) -> SandboxBody:
-    """Validate a sandbox body, raising ApiError(400) that names the first bad field."""
+    """Validate a sandbox body, raising InvalidRequest that names the first bad field."""
     body = _validate(SandboxBody, raw)
     _check_template(body)
     with refusing_bad_input():
@@ -219,7 +205,7 @@ def parse_sandbox(raw: Any) -> SandboxBody:
 
 def _check_template(body: SandboxFields) -> None:
     if body.template is not None and body.image is not None:
-        raise invalid("image", "give `template` or `image`, not both")
+        raise InvalidRequest("image", "give `template` or `image`, not both")
     if body.image is not None:
         raise ApiError(
             400,

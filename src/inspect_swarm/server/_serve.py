@@ -17,11 +17,11 @@ from typing import Literal
 import uvicorn
 from fastapi import FastAPI
 
-from ._app import ALL_SCOPES, create_app
+from ._app import create_app
+from ._auth import ALL_SCOPES
 from ._config import LOCAL, Context, record
 from ._defaults import DEFAULT_PORT, default_memory_gib, default_state_dir
 from ._edge import MIB, HttpLimits, http_protocol
-from ._engine import Engine, Settings
 from ._isolation import (
     DISK_BYTES,
     GIB,
@@ -30,7 +30,12 @@ from ._isolation import (
     SandboxError,
     SandboxHost,
 )
+from ._leases import Keyring
+from ._local_engine import LocalEngine
+from ._model import Settings
+from ._runs import Runs
 from ._store import Store
+from ._swarms import Swarms
 
 
 def default_disk_gib(state_dir: Path, memory_gib: int) -> int:
@@ -102,6 +107,14 @@ def write_private(path: Path, text: str) -> None:
         file.write(text)
 
 
+def assemble(store: Store, host: SandboxHost, settings: Settings, url: str = "") -> Swarms:
+    """The domain of a server at `url`, on this machine's engine, taking up where the last
+    server on the store left off."""
+    runs = Runs(store, host.describe())
+    keyring = Keyring(store, url)
+    return Swarms(store, runs, LocalEngine(runs, host, settings, keyring), keyring, settings)
+
+
 def serve(options: ServerOptions) -> None:
     """Run the server in the foreground until interrupted."""
     logging.basicConfig(
@@ -154,12 +167,11 @@ def serve(options: ServerOptions) -> None:
         stuck_timeout=options.stuck_timeout,
         plan=options.plan,
     )
-    engine = Engine(store, sandbox_host, settings)
-    engine.url = url
+    swarms = assemble(store, sandbox_host, settings, url)
     limits = HttpLimits(
         options.max_body_mib * MIB, options.max_file_mib * MIB, options.read_timeout
     )
-    app = create_app(engine, keys, limits)
+    app = create_app(swarms, keys, limits)
     first_key = next(iter(keys))
     print(f"inspect-swarm server on {url}", flush=True)
     print(f"  MARITIME_API_URL={url}", flush=True)

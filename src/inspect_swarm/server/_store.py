@@ -17,12 +17,22 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ._keys import ROOT, Owner, key_hash
+from ._model import (
+    STATUSES,
+    KeyRecord,
+    Lease,
+    LongLivedRecord,
+    RunRecord,
+    RunSpec,
+    SandboxInput,
+    SandboxRecord,
+    Size,
+)
 
 SCHEMA_VERSION = 1
 """1: keys stored hashed in `keys` (version 0 kept lease keys in `leases.api_key`), and
@@ -67,21 +77,6 @@ CREATE INDEX IF NOT EXISTS keys_lease ON keys (lease_id);
 CREATE INDEX IF NOT EXISTS keys_sandbox ON keys (sandbox_id);
 """
 
-ACTIVE = ("booting", "running")
-ENDED = ("succeeded", "failed", "cancelled")
-STATUSES = ("queued", "booting", "running", "succeeded", "failed", "cancelled")
-
-
-@dataclass(frozen=True)
-class Lease:
-    """An open or ended lease of this server by one account."""
-
-    id: str
-    account: str
-    started_at: float
-    released_at: float | None
-    release_reason: str | None
-
 
 class Store:
     """The server's SQLite database."""
@@ -118,9 +113,9 @@ class Store:
 
     def insert_run(
         self,
-        run: dict[str, Any],
-        inputs: list[dict[str, Any]],
-        sandbox_ids: list[str],
+        run: RunRecord,
+        inputs: Sequence[SandboxInput],
+        sandbox_ids: Sequence[str],
         idempotency: tuple[str, str, str] | None,
     ) -> None:
         """Add a run with its queued sandboxes (and its idempotency key) in one transaction."""
@@ -129,25 +124,26 @@ class Store:
             seq = self._db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM runs").fetchone()[0]
             self._write(
                 "INSERT INTO runs (id, seq, account, lease_id, name, spec, count, concurrency,"
-                " status, created_at, lineage) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)",
+                " status, created_at, lineage) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
-                    run["id"],
+                    run.id,
                     seq,
-                    run["account"],
-                    run["lease_id"],
-                    run["name"],
-                    json.dumps(run["spec"]),
+                    run.account,
+                    run.lease_id,
+                    run.name,
+                    _spec_json(run.spec),
                     len(inputs),
-                    run["concurrency"],
-                    run["created_at"],
-                    run["lineage"],
+                    run.concurrency,
+                    run.status,
+                    run.created_at,
+                    run.lineage,
                 ),
             )
             self._db.executemany(
                 "INSERT INTO sandboxes (run_id, idx, sandbox_id, status, input)"
                 " VALUES (?, ?, ?, 'queued', ?)",
                 [
-                    (run["id"], i, sid, json.dumps(item))
+                    (run.id, i, sid, _input_json(item))
                     for i, (sid, item) in enumerate(zip(sandbox_ids, inputs, strict=True))
                 ],
             )
@@ -155,35 +151,36 @@ class Store:
                 account, key, digest = idempotency
                 self._write(
                     "INSERT INTO idempotency VALUES (?, ?, ?, ?, ?)",
-                    (account, key, digest, run["id"], run["created_at"]),
+                    (account, key, digest, run.id, run.created_at),
                 )
 
-    def run(self, run_id: str, owner: Owner | None = None) -> sqlite3.Row | None:
+    def run(self, run_id: str, owner: Owner | None = None) -> RunRecord | None:
         """One run (within `owner`'s reach, when given)."""
-        row: sqlite3.Row | None = self._db.execute(
-            "SELECT * FROM runs WHERE id = ?", (run_id,)
-        ).fetchone()
+        row = self._db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
         if row is None or (owner is not None and not owner.owns(row["account"], row["lineage"])):
             return None
-        return row
+        return _run(row)
 
-    def runs(self, owner: Owner | None = None) -> list[sqlite3.Row]:
+    def runs(self, owner: Owner | None = None) -> list[RunRecord]:
         """Runs, newest first (within `owner`'s reach; every account's when None)."""
         if owner is None:
-            return self._db.execute("SELECT * FROM runs ORDER BY seq DESC").fetchall()
-        return self._db.execute(
-            "SELECT * FROM runs WHERE account = ? AND substr(lineage, 1, ?) = ? ORDER BY seq DESC",
-            (owner.account, len(owner.lineage), owner.lineage),
-        ).fetchall()
+            rows = self._db.execute("SELECT * FROM runs ORDER BY seq DESC").fetchall()
+        else:
+            rows = self._db.execute(
+                "SELECT * FROM runs WHERE account = ? AND substr(lineage, 1, ?) = ?"
+                " ORDER BY seq DESC",
+                (owner.account, len(owner.lineage), owner.lineage),
+            ).fetchall()
+        return [_run(row) for row in rows]
 
-    def update_run(self, run_id: str, **fields: Any) -> None:
-        """Set fields of a run."""
+    def update_run(self, run_id: str, fields: Mapping[str, Any]) -> None:
+        """Set fields of a run (by column name)."""
         names = ", ".join(f"{name} = ?" for name in fields)
         self._write(f"UPDATE runs SET {names} WHERE id = ?", (*fields.values(), run_id))
 
     def counts(self, run_id: str) -> dict[str, int]:
         """How many of the run's sandboxes are in each status."""
-        counts = dict.fromkeys(STATUSES, 0)
+        counts: dict[str, int] = dict.fromkeys(STATUSES, 0)
         for status, n in self._db.execute(
             "SELECT status, COUNT(*) FROM sandboxes WHERE run_id = ? GROUP BY status", (run_id,)
         ):
@@ -192,40 +189,45 @@ class Store:
 
     # sandboxes
 
-    def sandboxes(self, run_id: str, status: str | None = None) -> list[sqlite3.Row]:
+    def sandboxes(self, run_id: str, status: str | None = None) -> list[SandboxRecord]:
         """The run's sandboxes in input order (only those in `status`, when given)."""
         if status is None:
-            return self._db.execute(
-                "SELECT * FROM sandboxes WHERE run_id = ? ORDER BY idx", (run_id,)
+            rows = self._db.execute(
+                f"SELECT {_SANDBOX_COLUMNS} FROM sandboxes WHERE run_id = ? ORDER BY idx",
+                (run_id,),
             ).fetchall()
-        return self._db.execute(
-            "SELECT * FROM sandboxes WHERE run_id = ? AND status = ? ORDER BY idx",
-            (run_id, status),
-        ).fetchall()
+        else:
+            rows = self._db.execute(
+                f"SELECT {_SANDBOX_COLUMNS} FROM sandboxes WHERE run_id = ? AND status = ?"
+                " ORDER BY idx",
+                (run_id, status),
+            ).fetchall()
+        return [SandboxRecord(*row) for row in rows]
 
-    def sandbox_at(self, run_id: str, idx: int) -> sqlite3.Row:
-        """The sandbox of a run at input index `idx`."""
-        row: sqlite3.Row = self._db.execute(
-            "SELECT * FROM sandboxes WHERE run_id = ? AND idx = ?", (run_id, idx)
+    def sandbox_input(self, run_id: str, idx: int) -> tuple[str, SandboxInput]:
+        """The id and the input of the sandbox of a run at input index `idx`."""
+        sandbox_id, text = self._db.execute(
+            "SELECT sandbox_id, input FROM sandboxes WHERE run_id = ? AND idx = ?", (run_id, idx)
         ).fetchone()
-        return row
+        item = json.loads(text)
+        return sandbox_id, SandboxInput(tuple(item["args"]), item["env"], item["files"])
 
-    def sandbox(self, sandbox_id: str) -> sqlite3.Row | None:
-        """One sandbox by its `sbx-` id."""
-        row: sqlite3.Row | None = self._db.execute(
-            "SELECT * FROM sandboxes WHERE sandbox_id = ?", (sandbox_id,)
+    def sandbox(self, sandbox_id: str) -> SandboxRecord | None:
+        """One sandbox of a run by its `sbx-` id."""
+        row = self._db.execute(
+            f"SELECT {_SANDBOX_COLUMNS} FROM sandboxes WHERE sandbox_id = ?", (sandbox_id,)
         ).fetchone()
-        return row
+        return None if row is None else SandboxRecord(*row)
 
-    def update_sandbox(self, run_id: str, idx: int, **fields: Any) -> None:
-        """Set fields of a sandbox."""
+    def update_sandbox(self, run_id: str, idx: int, fields: Mapping[str, Any]) -> None:
+        """Set fields of a sandbox (by column name)."""
         names = ", ".join(f"{name} = ?" for name in fields)
         self._write(
             f"UPDATE sandboxes SET {names} WHERE run_id = ? AND idx = ?",
             (*fields.values(), run_id, idx),
         )
 
-    def end_sandboxes(self, run_id: str, from_status: str, fields: dict[str, Any]) -> None:
+    def end_sandboxes(self, run_id: str, from_status: str, fields: Mapping[str, Any]) -> None:
         """Set fields (a new status) of every sandbox of a run in `from_status`."""
         names = ", ".join(f"{name} = ?" for name in fields)
         self._write(
@@ -241,11 +243,12 @@ class Store:
             (reason, time.time()),
         )
 
-    def unfinished_runs(self) -> list[sqlite3.Row]:
+    def unfinished_runs(self) -> list[RunRecord]:
         """Runs not yet completed, oldest first."""
-        return self._db.execute(
+        rows = self._db.execute(
             "SELECT * FROM runs WHERE status != 'completed' ORDER BY seq"
         ).fetchall()
+        return [_run(row) for row in rows]
 
     def purge(self, before: float) -> None:
         """Forget runs (and their sandboxes and keys) that ended before `before`."""
@@ -265,23 +268,51 @@ class Store:
 
     # long-lived sandboxes
 
-    def insert_long_lived(self, record: Mapping[str, Any]) -> None:
-        """Record a long-lived sandbox (a row of `long_lived`, by column name)."""
-        names = ", ".join(record)
-        marks = ", ".join("?" for _ in record)
-        self._write(f"INSERT INTO long_lived ({names}) VALUES ({marks})", record.values())
+    def insert_long_lived(self, record: LongLivedRecord) -> None:
+        """Record a long-lived sandbox."""
+        self._write(
+            "INSERT INTO long_lived (sandbox_id, account, lineage, lease_id, template, vcpus,"
+            " memory_gb, metadata, started_at, end_at, ended_at, end_reason)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                record.sandbox_id,
+                record.account,
+                record.lineage,
+                record.lease_id,
+                record.template,
+                record.size.vcpus,
+                record.size.memory_gb,
+                json.dumps(record.metadata),
+                record.started_at,
+                record.end_at,
+                record.ended_at,
+                record.end_reason,
+            ),
+        )
 
-    def long_lived(self, sandbox_id: str, owner: Owner) -> sqlite3.Row | None:
+    def long_lived(self, sandbox_id: str, owner: Owner) -> LongLivedRecord | None:
         """The record of a long-lived sandbox within `owner`'s reach."""
-        row: sqlite3.Row | None = self._db.execute(
+        row = self._db.execute(
             "SELECT * FROM long_lived WHERE sandbox_id = ?", (sandbox_id,)
         ).fetchone()
         if row is None or not owner.owns(row["account"], row["lineage"]):
             return None
-        return row
+        return LongLivedRecord(
+            row["sandbox_id"],
+            row["account"],
+            row["lineage"],
+            row["lease_id"],
+            row["template"],
+            Size(row["vcpus"], row["memory_gb"]),
+            json.loads(row["metadata"]),
+            row["started_at"],
+            row["end_at"],
+            row["ended_at"],
+            row["end_reason"],
+        )
 
-    def update_long_lived(self, sandbox_id: str, **fields: Any) -> None:
-        """Set fields of a long-lived sandbox's record."""
+    def update_long_lived(self, sandbox_id: str, fields: Mapping[str, Any]) -> None:
+        """Set fields of a long-lived sandbox's record (by column name)."""
         names = ", ".join(f"{name} = ?" for name in fields)
         self._write(
             f"UPDATE long_lived SET {names} WHERE sandbox_id = ?", (*fields.values(), sandbox_id)
@@ -296,12 +327,14 @@ class Store:
 
     # idempotency
 
-    def idempotent(self, namespace: str, key: str) -> sqlite3.Row | None:
-        """The run an idempotency key of `namespace` (see `Owner`) started, with its body's hash."""
-        row: sqlite3.Row | None = self._db.execute(
-            "SELECT * FROM idempotency WHERE account = ? AND key = ?", (namespace, key)
+    def idempotent(self, namespace: str, key: str) -> tuple[str, str] | None:
+        """The run an idempotency key of `namespace` (see `Owner`) started, and the hash of
+        the request that started it."""
+        row = self._db.execute(
+            "SELECT run_id, body_hash FROM idempotency WHERE account = ? AND key = ?",
+            (namespace, key),
         ).fetchone()
-        return row
+        return None if row is None else (row[0], row[1])
 
     # leases
 
@@ -313,13 +346,6 @@ class Store:
     def lease(self, lease_id: str) -> Lease | None:
         """One lease by id."""
         return _lease(self._db.execute("SELECT * FROM leases WHERE id = ?", (lease_id,)).fetchone())
-
-    def last_lease(self, account: str) -> Lease | None:
-        """The account's most recent lease."""
-        row = self._db.execute(
-            "SELECT * FROM leases WHERE account = ? ORDER BY started_at DESC LIMIT 1", (account,)
-        ).fetchone()
-        return _lease(row)
 
     def insert_lease(self, lease: Lease) -> None:
         """Record a new open lease."""
@@ -346,14 +372,15 @@ class Store:
             (key_hash(key), account, lease_id, sandbox_id, lineage, time.time()),
         )
 
-    def key(self, key: str) -> sqlite3.Row | None:
+    def key(self, key: str) -> KeyRecord | None:
         """The record of a key of an open lease (None for any other)."""
-        row: sqlite3.Row | None = self._db.execute(
-            "SELECT keys.* FROM keys JOIN leases ON leases.id = keys.lease_id"
+        row = self._db.execute(
+            "SELECT keys.account, keys.lease_id, keys.sandbox_id, keys.lineage FROM keys"
+            " JOIN leases ON leases.id = keys.lease_id"
             " WHERE keys.hash = ? AND leases.released_at IS NULL",
             (key_hash(key),),
         ).fetchone()
-        return row
+        return None if row is None else KeyRecord(*row)
 
     def revoke_lease_keys(self, lease_id: str) -> None:
         """Forget every key of a lease."""
@@ -426,6 +453,63 @@ def _to_version_1(db: sqlite3.Connection) -> None:
     db.execute("VACUUM")
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     db.execute("PRAGMA secure_delete = OFF")
+
+
+_SANDBOX_COLUMNS = (
+    "run_id, idx, sandbox_id, status, exit_code, stdout_tail, stderr_tail, result,"
+    " result_encoding, error, started_at, ended_at"
+)
+"""The columns of `SandboxRecord`, in its order."""
+
+
+def _spec_json(spec: RunSpec) -> str:
+    """A run's spec as stored (the API's names, as the first version stored it)."""
+    command = spec.command if isinstance(spec.command, str) else list(spec.command)
+    size = {"name": spec.size.name, "vcpus": spec.size.vcpus, "memoryGb": spec.size.memory_gb}
+    return json.dumps(
+        {
+            "command": command,
+            "size": size,
+            "timeoutSeconds": spec.timeout_seconds,
+            "template": spec.template,
+            "resultPath": spec.result_path,
+        }
+    )
+
+
+def _spec(text: str) -> RunSpec:
+    spec = json.loads(text)
+    command = spec["command"]
+    size = spec["size"]
+    return RunSpec(
+        command if isinstance(command, str) else tuple(command),
+        Size(size["vcpus"], size["memoryGb"]),
+        spec["timeoutSeconds"],
+        spec["template"],
+        spec["resultPath"],
+    )
+
+
+def _input_json(item: SandboxInput) -> str:
+    return json.dumps({"args": list(item.args), "env": item.env, "files": item.files})
+
+
+def _run(row: sqlite3.Row) -> RunRecord:
+    return RunRecord(
+        id=row["id"],
+        account=row["account"],
+        lineage=row["lineage"],
+        lease_id=row["lease_id"],
+        name=row["name"],
+        spec=_spec(row["spec"]),
+        count=row["count"],
+        concurrency=row["concurrency"],
+        created_at=row["created_at"],
+        status=row["status"],
+        waiting_reason=row["waiting_reason"],
+        error=row["error"],
+        ended_at=row["ended_at"],
+    )
 
 
 def _lease(row: sqlite3.Row | None) -> Lease | None:

@@ -41,7 +41,16 @@ def default_inspect_command() -> str:
 def sample_arms(
     task: str, sample_ids: Sequence[str | int], args: Sequence[str] = ()
 ) -> dict[str, list[str]]:
-    """One arm per sample of `task`: `{"sample-<id>": [task, "--sample-id", id, *args]}`."""
+    """Arms for `sweep()` that each evaluate one sample of a task, in a sandbox of its own.
+
+    Args:
+        task: The task, as `inspect eval` takes it (a file, `file@task` or a registry name).
+        sample_ids: The samples, one arm each.
+        args: Further `inspect eval` arguments for every arm (a model, `-T` options...).
+
+    Returns:
+        `{"sample-<id>": [task, "--sample-id", "<id>", *args]}` for each sample.
+    """
     return {f"sample-{i}": [task, "--sample-id", str(i), *args] for i in sample_ids}
 
 

@@ -8,15 +8,16 @@ import hmac
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
+import anyio
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 
 from .._edge import HttpLimits
-from .._engine import Engine
 from .._isolation import SandboxError, User
 from .._limits import BadInput, check_command_line, check_env, check_path, check_text, refusing
-from ._fs import resolve
-from ._sandboxes import E2BError, E2BSandbox, E2BSandboxes
+from .._long_lived import LongLivedSandbox, LongLivedSandboxes
+from ._file_ops import resolve
+from ._wire import E2BError
 
 DEFAULT_USER = "user"
 """E2B's default user, for requests that name none."""
@@ -52,24 +53,20 @@ def connect_errors() -> Iterator[None]:
 class Envd:
     """Routes envd requests to sandboxes by the `E2b-Sandbox-Id` header."""
 
-    def __init__(
-        self, engine: Engine, sandboxes: E2BSandboxes, max_file: int = HttpLimits.max_file
-    ) -> None:
-        self.engine = engine
+    def __init__(self, sandboxes: LongLivedSandboxes, max_file: int = HttpLimits.max_file) -> None:
         self.sandboxes = sandboxes
         self.max_file = max_file
         """The largest file read from a sandbox, in bytes (as large as an upload may be)."""
 
-    def sandbox(self, headers: Mapping[str, str]) -> E2BSandbox:
+    def sandbox(self, headers: Mapping[str, str]) -> LongLivedSandbox:
         """The request's sandbox, if its access token is right."""
         sandbox_id = headers.get("e2b-sandbox-id")
         if not sandbox_id:
             raise E2BError(400, "missing E2b-Sandbox-Id header: name the sandbox")
-        try:
-            box = self.sandboxes.get(sandbox_id)
-        except E2BError:
+        box = self.sandboxes.live(sandbox_id)
+        if box is None:
             # what E2B's proxy answers for a sandbox that was killed or timed out
-            raise E2BError(502, f"The sandbox was not found: {sandbox_id}") from None
+            raise E2BError(502, f"The sandbox was not found: {sandbox_id}")
         if not hmac.compare_digest(headers.get("x-access-token", "").encode(), box.token.encode()):
             raise E2BError(401, f"wrong or missing X-Access-Token for sandbox {sandbox_id}")
         return box
@@ -82,7 +79,7 @@ class Envd:
         return resolve(path, user)
 
     @staticmethod
-    def check_command(box: E2BSandbox, argv: list[str], env: dict[str, str]) -> None:
+    def check_command(box: LongLivedSandbox, argv: list[str], env: dict[str, str]) -> None:
         """Refuse a command line no process could start with (400 naming the field)."""
         with refusing(bad_request):
             for i, arg in enumerate(argv):
@@ -90,10 +87,14 @@ class Envd:
             check_env("process.envs", env)
             check_command_line("process", argv, {**box.env, **env})
 
-    def user(self, box: E2BSandbox, headers: Mapping[str, str], name: str | None = None) -> User:
-        """The user a request acts as: `name`, else its Basic authorization, else `user`."""
+    async def user(
+        self, box: LongLivedSandbox, headers: Mapping[str, str], name: str | None = None
+    ) -> User:
+        """The user a request acts as: `name`, else its Basic authorization, else `user`
+        (looked up in the sandbox's /etc/passwd on a worker thread, not the event loop)."""
+        wanted = name or _basic_user(headers) or DEFAULT_USER
         try:
-            return box.sandbox.user(name or _basic_user(headers) or DEFAULT_USER)
+            return await anyio.to_thread.run_sync(box.sandbox.user, wanted)
         except SandboxError as ex:
             raise E2BError(400, str(ex)) from None
         except ProcessLookupError as ex:  # its PID 1 ended a moment ago: the sandbox with it

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import parse_qsl, unquote
 
 from connectrpc.code import Code
@@ -12,27 +12,36 @@ from connectrpc.codec import Codec, proto_binary_codec, proto_json_codec
 from connectrpc.errors import ConnectError
 from e2b.envd.filesystem.filesystem_connect import FilesystemASGIApplication
 from e2b.envd.process.process_connect import ProcessASGIApplication
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from .._app import PROVISION, READ, Keys
+from .._auth import PROVISION, READ, keys_of
+from .._errors import http_status
 from .._keys import Owner
 from .._limits import check_command_line, check_env, check_labels, parse_json, refusing, shown
+from .._long_lived import LongLivedSandbox
+from .._model import TEMPLATES, SandboxSpec, Size, SwarmError
+from .._swarms import Swarms
 from ._envd import Envd, bad_request
-from ._filesystem import FilesystemService, read_files, write_files
-from ._process import ProcessService
-from ._sandboxes import DEFAULT_TIMEOUT, E2BError, E2BSandboxes
+from ._filesystem_service import FilesystemService, read_files, write_files
+from ._process_service import ProcessService
+from ._wire import E2BError, created, detailed, listed
+
+DEFAULT_TIMEOUT = 300
+"""A sandbox's lifetime when its create call names none, as E2B's."""
+E2B_SIZE = Size(vcpus=2, memory_gb=1)
+"""What one sandbox made through E2B books and may use (E2B's default template has 512 MiB)."""
 
 
-def mount(app: FastAPI, sandboxes: E2BSandboxes, keys: Keys, max_file: int) -> None:
+def mount(app: FastAPI, swarms: Swarms, max_file: int) -> None:
     """Serve the E2B control plane and sandbox daemon from the server's app."""
-    envd = Envd(sandboxes.engine, sandboxes, max_file)
+    envd = Envd(swarms.sandboxes, max_file)
 
     @app.exception_handler(E2BError)
     async def e2b_error(_: Request, ex: E2BError) -> JSONResponse:
-        return JSONResponse({"code": ex.status, "message": ex.message}, status_code=ex.status)
+        return JSONResponse(ex.body(), status_code=ex.status)
 
-    app.include_router(_control_plane(sandboxes, keys))
+    app.include_router(_control_plane(swarms))
     app.include_router(_daemon(envd))
     codecs = [_Refusing(proto_binary_codec()), _Refusing(proto_json_codec())]
     app.mount("/process.Process", ProcessASGIApplication(ProcessService(envd), codecs=codecs))
@@ -63,17 +72,31 @@ class _Refusing(Codec[Any, Any]):
             ) from None
 
 
-def _owner(keys: Keys, request: Request, scope: str) -> Owner:
+def _owner(request: Request, scope: str) -> Owner:
     """Whose sandboxes the caller reaches, from `X-API-KEY` (the SDK's) or a bearer key."""
     key = request.headers.get("x-api-key", "")
     kind, _, bearer = request.headers.get("authorization", "").partition(" ")
     key = key or (bearer if kind.lower() == "bearer" else "")
-    principal = keys.identify(request, key.strip()) if key.strip() else None
+    principal = keys_of(request).identify(request, key.strip()) if key.strip() else None
     if principal is None:
         raise E2BError(401, "missing or unknown API key: send it as X-API-KEY (E2B_API_KEY)")
     if scope not in principal.scopes:
         raise E2BError(403, f"this API key lacks the {scope!r} scope needed here")
     return principal.owner
+
+
+async def _reader(request: Request) -> Owner:
+    return _owner(request, READ)
+
+
+async def _provisioner(request: Request) -> Owner:
+    return _owner(request, PROVISION)
+
+
+Reader = Annotated[Owner, Depends(_reader)]
+"""Whose sandboxes a caller with the `read` scope reaches."""
+Provisioner = Annotated[Owner, Depends(_provisioner)]
+"""Whose sandboxes a caller with the `provision` scope reaches."""
 
 
 async def _body(request: Request) -> dict[str, Any]:
@@ -115,18 +138,32 @@ def _timeout(body: dict[str, Any]) -> int | None:
     return value
 
 
+def _check_timeout(timeout: int, most: int) -> int:
+    """A lifetime of 1 to `most` seconds, or E2B's 400."""
+    if not 1 <= timeout <= most:
+        raise E2BError(400, f"timeout must be 1 to {most} seconds, got {timeout}")
+    return timeout
+
+
 def _metadata_filter(text: str | None) -> dict[str, str]:
     # the SDK quotes each key and value, then url-encodes the pairs into one parameter
     return {unquote(k): unquote(v) for k, v in parse_qsl(text or "", keep_blank_values=True)}
 
 
-def _control_plane(sandboxes: E2BSandboxes, keys: Keys) -> APIRouter:
+def _control_plane(swarms: Swarms) -> APIRouter:
     router = APIRouter()
+    sandboxes = swarms.sandboxes
+    most = swarms.settings.max_timeout
+
+    def get(sandbox_id: str, owner: Owner) -> LongLivedSandbox:
+        box = sandboxes.live(sandbox_id, owner)
+        if box is None:
+            raise E2BError(404, f"sandbox {sandbox_id!r} not found")
+        return box
 
     @router.post("/sandboxes")
     @router.post("/v2/sandboxes")
-    async def create(request: Request) -> JSONResponse:
-        owner = _owner(keys, request, PROVISION)
+    async def create(request: Request, owner: Provisioner) -> JSONResponse:
         body = await _body(request)
         template = body.get("templateID") or "base"
         if not isinstance(template, str):
@@ -137,19 +174,26 @@ def _control_plane(sandboxes: E2BSandboxes, keys: Keys) -> APIRouter:
             check_labels("metadata", metadata)
             check_env("envVars", env)
             check_command_line("envVars", [], env)
-        lifetime = DEFAULT_TIMEOUT if timeout is None else timeout
-        box = await sandboxes.create(owner, template, lifetime, metadata, env)
-        return JSONResponse(box.created(), status_code=201)
+        if template not in TEMPLATES:
+            raise E2BError(
+                404, f"template {template!r} not found; this server has {', '.join(TEMPLATES)}"
+            )
+        lifetime = _check_timeout(DEFAULT_TIMEOUT if timeout is None else timeout, most)
+        try:
+            spec = SandboxSpec(template, E2B_SIZE, lifetime, metadata, env)
+            box = await swarms.start_sandbox(owner, spec)
+        except SwarmError as ex:
+            raise E2BError(http_status(ex), ex.message) from None
+        return JSONResponse(created(box), status_code=201)
 
     @router.get("/sandboxes")
     @router.get("/v2/sandboxes")
-    async def list_sandboxes(request: Request) -> JSONResponse:
-        owner = _owner(keys, request, READ)
+    async def list_sandboxes(request: Request, owner: Reader) -> JSONResponse:
         params = request.query_params
         wanted = _metadata_filter(params.get("metadata"))
         states = {s for p in params.getlist("state") for s in p.split(",") if s}
         found = [
-            box.listed()
+            listed(box)
             for box in sandboxes.of(owner)
             if wanted.items() <= box.metadata.items() and (not states or "running" in states)
         ]
@@ -162,32 +206,31 @@ def _control_plane(sandboxes: E2BSandboxes, keys: Keys) -> APIRouter:
         return JSONResponse(page, headers=headers)
 
     @router.get("/sandboxes/{sandbox_id}")
-    async def get(sandbox_id: str, request: Request) -> dict[str, Any]:
-        box = sandboxes.get(sandbox_id, _owner(keys, request, READ))
-        return {**box.listed(), "envdAccessToken": box.token, "domain": None}
+    async def get_sandbox(sandbox_id: str, owner: Reader) -> dict[str, Any]:
+        return detailed(get(sandbox_id, owner))
 
     @router.delete("/sandboxes/{sandbox_id}")
-    async def kill(sandbox_id: str, request: Request) -> Response:
-        await sandboxes.kill(sandboxes.get(sandbox_id, _owner(keys, request, PROVISION)))
+    async def kill(sandbox_id: str, owner: Provisioner) -> Response:
+        await sandboxes.kill(get(sandbox_id, owner))
         return Response(status_code=204)
 
     @router.post("/sandboxes/{sandbox_id}/timeout")
-    async def set_timeout(sandbox_id: str, request: Request) -> Response:
-        box = sandboxes.get(sandbox_id, _owner(keys, request, PROVISION))
+    async def set_timeout(sandbox_id: str, request: Request, owner: Provisioner) -> Response:
+        box = get(sandbox_id, owner)
         timeout = _timeout(await _body(request))
         if timeout is None:
             raise E2BError(400, 'timeout is required: send {"timeout": seconds}')
-        sandboxes.set_timeout(box, timeout)
+        sandboxes.set_timeout(box, _check_timeout(timeout, most))
         return Response(status_code=204)
 
     @router.post("/sandboxes/{sandbox_id}/connect")
     @router.post("/v2/sandboxes/{sandbox_id}/connect")
-    async def connect(sandbox_id: str, request: Request) -> dict[str, Any]:
-        box = sandboxes.get(sandbox_id, _owner(keys, request, PROVISION))
+    async def connect(sandbox_id: str, request: Request, owner: Provisioner) -> dict[str, Any]:
+        box = get(sandbox_id, owner)
         timeout = _timeout(await _body(request))
         if timeout is not None:
-            sandboxes.set_timeout(box, timeout)
-        return box.created()
+            sandboxes.set_timeout(box, _check_timeout(timeout, most))
+        return created(box)
 
     return router
 

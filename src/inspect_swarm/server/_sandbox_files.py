@@ -36,7 +36,7 @@ def _parts(path: str) -> list[str]:
 
 
 @contextmanager
-def _walk_parent(root: str, path: str, create_dirs: bool) -> Iterator[tuple[int, str]]:
+def walk_parent(root: str, path: str, create_dirs: bool) -> Iterator[tuple[int, str]]:
     """Yield (fd of the parent directory, final name) of `path` inside `root`."""
     if not path.startswith("/"):
         raise ValueError(f"path must be absolute, got {path!r}")
@@ -76,11 +76,11 @@ def _walk_parent(root: str, path: str, create_dirs: bool) -> Iterator[tuple[int,
             os.close(fd)
 
 
-def _resolve_final(root: str, path: str) -> str:
+def resolve_final(root: str, path: str) -> str:
     """`path` with a symlink in its final component resolved inside `root`."""
     for _ in range(_MAX_LINKS):
         try:
-            with _walk_parent(root, path, create_dirs=False) as (parent, name):
+            with walk_parent(root, path, create_dirs=False) as (parent, name):
                 info = os.stat(name, dir_fd=parent, follow_symlinks=False)
                 if not stat.S_ISLNK(info.st_mode):
                     return path
@@ -94,8 +94,8 @@ def _resolve_final(root: str, path: str) -> str:
 
 def read_file(root: str, path: str, limit: int | None = None) -> bytes:
     """Read a file of the sandbox (at most `limit` bytes plus one, to detect overflow)."""
-    path = _resolve_final(root, path)
-    with _walk_parent(root, path, create_dirs=False) as (parent, name):
+    path = resolve_final(root, path)
+    with walk_parent(root, path, create_dirs=False) as (parent, name):
         fd = _open_regular(name, os.O_RDONLY, 0, parent, path)
     with os.fdopen(fd, "rb") as file:
         return file.read() if limit is None else file.read(limit + 1)
@@ -104,8 +104,8 @@ def read_file(root: str, path: str, limit: int | None = None) -> bytes:
 def write_file(root: str, path: str, data: bytes, mode: int = 0o644) -> None:
     """Write a file of the sandbox, making missing parent directories (a new file or
     directory is the file-system user's, as a command's would be)."""
-    path = _resolve_final(root, path)
-    with _walk_parent(root, path, create_dirs=True) as (parent, name):
+    path = resolve_final(root, path)
+    with walk_parent(root, path, create_dirs=True) as (parent, name):
         fd = _open_regular(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode, parent, path)
     with os.fdopen(fd, "wb") as file:
         file.write(data)
@@ -149,17 +149,16 @@ _root_workers_lock = threading.Lock()
 
 
 def run_as(
-    root: str, name: str, uid: int, gid: int, capabilities: int, operation: Callable[[str], T]
+    root_fd: int, name: str, uid: int, gid: int, capabilities: int, operation: Callable[[str], T]
 ) -> T:
     """`operation(root)` on a thread that acts as the sandbox's user `name` (uid, gid, its
     groups from the sandbox's /etc/group) with the capabilities a process of that user has
-    there: `capabilities` (a bit mask) for root, none for another user. The root directory is
-    opened beforehand. Blocks until it is done.
+    there: `capabilities` (a bit mask) for root, none for another user. `root_fd` is the
+    root directory opened `O_PATH` for this call; it is closed when done. Blocks until then.
 
     A root of a sandbox is the same whatever the sandbox: a few threads act as it for good.
     Another user's thread is made for the one operation (its ids are its sandbox's).
     """
-    root_fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     thread_root = f"/proc/self/fd/{root_fd}"
     try:
         if uid == 0:

@@ -12,8 +12,8 @@ from typing import TypeVar
 
 import anyio
 
-from .._files import _resolve_final, _walk_parent
 from .._isolation import Sandbox, User
+from .._sandbox_files import resolve_final, walk_parent
 
 T = TypeVar("T")
 
@@ -47,13 +47,13 @@ async def as_user(sandbox: Sandbox, user: User, operation: Callable[[str], T]) -
 
 def entry(root: str, path: str) -> Entry:
     """Stat `path` without following a final symlink (its target's info is added)."""
-    with _walk_parent(root, path, create_dirs=False) as (parent, name):
+    with walk_parent(root, path, create_dirs=False) as (parent, name):
         info = os.stat(name, dir_fd=parent, follow_symlinks=False)
         link = os.readlink(name, dir_fd=parent) if stat.S_ISLNK(info.st_mode) else None
     target_info = None
     if link is not None:
         try:
-            with _walk_parent(root, _resolve_final(root, path), create_dirs=False) as (
+            with walk_parent(root, resolve_final(root, path), create_dirs=False) as (
                 parent,
                 name,
             ):
@@ -66,8 +66,8 @@ def entry(root: str, path: str) -> Entry:
 def list_dir(root: str, path: str, depth: int, most: int = MAX_ENTRIES) -> list[Entry]:
     """The entries under a directory, `depth` levels down (at least one), at most `most`
     (EINVAL past it: a walk of the whole tree would hold a worker thread for long)."""
-    path = _resolve_final(root, path)
-    with _walk_parent(root, path, create_dirs=False) as (parent, name):
+    path = resolve_final(root, path)
+    with walk_parent(root, path, create_dirs=False) as (parent, name):
         fd = os.open(
             name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent
         )
@@ -91,7 +91,7 @@ def list_dir(root: str, path: str, depth: int, most: int = MAX_ENTRIES) -> list[
 
 def make_dir(root: str, path: str) -> bool:
     """Make a directory and its parents; False when it already exists."""
-    with _walk_parent(root, path, create_dirs=True) as (parent, name):
+    with walk_parent(root, path, create_dirs=True) as (parent, name):
         try:
             os.mkdir(name, 0o755, dir_fd=parent)
         except FileExistsError:
@@ -104,15 +104,15 @@ def make_dir(root: str, path: str) -> bool:
 def move(root: str, source: str, destination: str) -> None:
     """Rename `source` to `destination`, making the destination's parents."""
     with (
-        _walk_parent(root, source, create_dirs=False) as (source_parent, source_name),
-        _walk_parent(root, destination, create_dirs=True) as (parent, name),
+        walk_parent(root, source, create_dirs=False) as (source_parent, source_name),
+        walk_parent(root, destination, create_dirs=True) as (parent, name),
     ):
         os.rename(source_name, name, src_dir_fd=source_parent, dst_dir_fd=parent)
 
 
 def remove(root: str, path: str) -> None:
     """Remove a file, a symlink or a whole directory."""
-    with _walk_parent(root, path, create_dirs=False) as (parent, name):
+    with walk_parent(root, path, create_dirs=False) as (parent, name):
         info = os.stat(name, dir_fd=parent, follow_symlinks=False)
         if stat.S_ISDIR(info.st_mode):
             shutil.rmtree(name, dir_fd=parent)

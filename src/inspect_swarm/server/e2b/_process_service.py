@@ -6,6 +6,7 @@ import math
 import signal
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -15,14 +16,14 @@ from e2b.envd.process import process_pb as pb
 from e2b.envd.process.process_connect import Process
 from protobuf import Oneof
 
+from .._child_process import ChildProcess
 from .._isolation import SandboxError
-from .._process import ChildProcess
 from ._envd import Envd, connect_errors
 
 if TYPE_CHECKING:
     from connectrpc.request import RequestContext
 
-    from ._sandboxes import E2BSandbox
+    from .._long_lived import LongLivedSandbox
 
 _KEEPALIVE_SECONDS = 2.0
 """How often an idle stream carries a keepalive, which is also how soon a client that went
@@ -51,13 +52,16 @@ class Command:
 
     def __init__(
         self,
-        box: E2BSandbox,
+        box: LongLivedSandbox,
         process: ChildProcess,
         config: pb.ProcessConfig,
         tag: str | None,
         stdin: bool,
+        table: dict[int, Command],
     ) -> None:
         self.box = box
+        self.table = table
+        """The running commands of its sandbox, by pid: it is there until it ends."""
         self.stdin_open = stdin
         self.process = process
         self.pid = process.pid
@@ -65,6 +69,7 @@ class Command:
         self.tag = tag
         self.finished = False
         self._followers: set[MemoryObjectSendStream[pb.ProcessEvent]] = set()
+        table[self.pid] = self
 
     def info(self) -> pb.ProcessInfo:
         """The command as List shows it."""
@@ -98,7 +103,7 @@ class Command:
         finally:
             for follower in self._followers:
                 follower.close()
-            self.box.commands.pop(self.pid, None)
+            self.table.pop(self.pid, None)
             # one cut short (the server is stopping) is its sandbox's to kill and wait for
             if self.process.returncode is not None:
                 self.box.sandbox.forget(self.process)
@@ -142,6 +147,14 @@ class ProcessService(Process):
 
     def __init__(self, envd: Envd) -> None:
         self._envd = envd
+        self._commands: WeakKeyDictionary[LongLivedSandbox, dict[int, Command]] = (
+            WeakKeyDictionary()
+        )
+        """Each live sandbox's running commands (a sandbox gone takes its table with it)."""
+
+    def commands(self, box: LongLivedSandbox) -> dict[int, Command]:
+        """The sandbox's running commands, by pid."""
+        return self._commands.setdefault(box, {})
 
     async def start(
         self, request: pb.StartRequest, ctx: RequestContext[pb.StartRequest, pb.StartResponse]
@@ -149,7 +162,7 @@ class ProcessService(Process):
         """Start a command and stream its output until it ends (ending it if the stream does)."""
         with connect_errors():
             box = self._envd.sandbox(ctx.request_headers)
-            user = self._envd.user(box, ctx.request_headers)
+            user = await self._envd.user(box, ctx.request_headers)
         if request.has_field("pty"):
             raise ConnectError(Code.UNIMPLEMENTED, "this server does not offer terminals (pty)")
         config = request.process or pb.ProcessConfig()
@@ -165,10 +178,9 @@ class ProcessService(Process):
         except SandboxError as ex:
             raise ConnectError(Code.UNAVAILABLE, str(ex)) from None
         tag = request.tag if request.has_field("tag") else None
-        command = Command(box, process, config, tag, stdin)
-        box.commands[command.pid] = command
+        command = Command(box, process, config, tag, stdin, self.commands(box))
         events = command.follow()
-        self._envd.engine.start_soon(command.run)
+        self._envd.sandboxes.start_soon(command.run)
         ended = False
         try:
             start = pb.ProcessEvent.StartEvent(pid=command.pid)
@@ -202,7 +214,7 @@ class ProcessService(Process):
         """The sandbox's running commands."""
         with connect_errors():
             box = self._envd.sandbox(ctx.request_headers)
-        return pb.ListResponse(processes=[c.info() for c in box.commands.values()])
+        return pb.ListResponse(processes=[c.info() for c in self.commands(box).values()])
 
     async def send_input(
         self,
@@ -265,9 +277,9 @@ class ProcessService(Process):
             box = self._envd.sandbox(ctx.request_headers)
         match selector.selector if selector is not None else None:
             case Oneof(field="pid", value=pid):
-                found = box.commands.get(int(pid))  # type: ignore[call-overload]
+                found = self.commands(box).get(int(pid))  # type: ignore[call-overload]
             case Oneof(field="tag", value=tag):
-                found = next((c for c in box.commands.values() if c.tag == tag), None)
+                found = next((c for c in self.commands(box).values() if c.tag == tag), None)
             case _:
                 raise ConnectError(Code.INVALID_ARGUMENT, "name the process by pid or tag")
         if found is None:

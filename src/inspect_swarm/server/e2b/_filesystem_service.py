@@ -14,22 +14,23 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 from protobuf.wkt.google.protobuf.timestamp_pb import Timestamp
 
-from .. import _files
+from .. import _sandbox_files
 from ._envd import Envd, connect_errors
-from ._fs import Entry, as_user, entry, list_dir, make_dir, move, remove
-from ._sandboxes import E2BError, E2BSandbox
+from ._file_ops import Entry, as_user, entry, list_dir, make_dir, move, remove
+from ._wire import E2BError
 
 if TYPE_CHECKING:
     from connectrpc.request import RequestContext
 
     from .._isolation import User
+    from .._long_lived import LongLivedSandbox
 
 T = TypeVar("T")
 
 
 def _names(root: str, path: str) -> dict[int, str]:
     try:
-        text = _files.read_file(root, path).decode(errors="replace")
+        text = _sandbox_files.read_file(root, path).decode(errors="replace")
     except OSError:
         return {}
     entries = (line.split(":") for line in text.splitlines())
@@ -104,7 +105,7 @@ class FilesystemService(Filesystem):
         """`operation(root, absolute path)` as the request's user; errors answered for Connect."""
         with connect_errors():
             box = self._envd.sandbox(ctx.request_headers)
-            user = self._envd.user(box, ctx.request_headers)
+            user = await self._envd.user(box, ctx.request_headers)
             absolute = self._envd.path("path", path, user)
             try:
                 return await as_user(box.sandbox, user, lambda root: operation(root, absolute))
@@ -145,7 +146,7 @@ class FilesystemService(Filesystem):
         """Rename a path."""
         with connect_errors():
             box = self._envd.sandbox(ctx.request_headers)
-            user = self._envd.user(box, ctx.request_headers)
+            user = await self._envd.user(box, ctx.request_headers)
             destination = self._envd.path("destination", request.destination, user)
 
         def operation(root: str, source: str) -> list[pb.EntryInfo]:
@@ -165,10 +166,12 @@ class FilesystemService(Filesystem):
 
 async def read_files(envd: Envd, request: Request) -> Response:
     """`GET /files?path=&username=`: a file's bytes (up to the server's file limit)."""
-    box, user, path = _target(envd, request, request.query_params.get("path", ""))
+    box, user, path = await _target(envd, request, request.query_params.get("path", ""))
     most = envd.max_file
     try:
-        data = await as_user(box.sandbox, user, lambda root: _files.read_file(root, path, most))
+        data = await as_user(
+            box.sandbox, user, lambda root: _sandbox_files.read_file(root, path, most)
+        )
     except OSError as ex:
         raise _os_error(ex, path) from None
     if len(data) > most:
@@ -193,17 +196,17 @@ async def write_files(envd: Envd, request: Request) -> JSONResponse:
 
 
 async def _write(envd: Envd, request: Request, name: str, data: bytes) -> dict[str, str]:
-    box, user, path = _target(envd, request, name)
+    box, user, path = await _target(envd, request, name)
     try:
-        await as_user(box.sandbox, user, lambda root: _files.write_file(root, path, data))
+        await as_user(box.sandbox, user, lambda root: _sandbox_files.write_file(root, path, data))
     except OSError as ex:
         raise _os_error(ex, path) from None
     return {"name": os.path.basename(path), "type": "file", "path": path}
 
 
-def _target(envd: Envd, request: Request, path: str) -> tuple[E2BSandbox, User, str]:
+async def _target(envd: Envd, request: Request, path: str) -> tuple[LongLivedSandbox, User, str]:
     if not path:
         raise E2BError(400, "missing path: name the file with ?path=")
     box = envd.sandbox(request.headers)
-    user = envd.user(box, request.headers, request.query_params.get("username"))
+    user = await envd.user(box, request.headers, request.query_params.get("username"))
     return box, user, envd.path("path", path, user)
