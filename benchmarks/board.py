@@ -19,7 +19,7 @@ import argparse
 import gc
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,7 @@ from inspect_ai.log._transcript import Transcript, init_transcript
 from inspect_ai.tool import Tool
 from inspect_ai.util._span import _current_agent_span_id
 
-from inspect_swarm import shared_memory
+from inspect_swarm import Channel, shared_memory
 from inspect_swarm._context import _member, _swarm
 from inspect_swarm._contracts._roster import Delivery, MemberInfo, MemberState
 from inspect_swarm._runtime._bus._bus import SwarmBus
@@ -43,10 +43,11 @@ OPS_PER_MEMBER = 4_000
 class Host:
     """The parts of a swarm run the bus reads."""
 
-    def __init__(self) -> None:
+    def __init__(self, channels: Sequence[Channel] | None = None) -> None:
         self._roster = [MemberInfo(n) for n in MEMBERS]
         self._t0 = time.perf_counter()
-        channels = [shared_memory(rate=None, max_board_bytes=16_777_216)]
+        if channels is None:
+            channels = [shared_memory(rate=None, max_board_bytes=16_777_216)]
         comms = {m.name: MemberComm() for m in self._roster}
         self.bus = SwarmBus(self, channels, comms)  # type: ignore[arg-type]
 
@@ -144,6 +145,15 @@ async def throughput() -> Throughput:
             if i % 64 == 0:
                 await anyio.lowlevel.checkpoint()
 
+    result.elapsed, result.gc_seconds = await run_members(host, work)
+    return result
+
+
+async def run_members(
+    host: Host, work: Callable[[int, str], Coroutine[Any, Any, None]]
+) -> tuple[float, float]:
+    """Run `work(index, name)` for every member at once, then end the run; the run's seconds
+    and the garbage collector's seconds in it."""
     gc.collect()
     timer = GcTimer()
     gc.callbacks.append(timer)
@@ -152,36 +162,54 @@ async def throughput() -> Throughput:
         async with anyio.create_task_group() as tg:
             for index, name in enumerate(MEMBERS):
                 tg.start_soon(work, index, name)
-        result.elapsed = time.perf_counter() - start
+        elapsed = time.perf_counter() - start
     finally:
         gc.callbacks.remove(timer)
         host.bus.close()
-    result.gc_seconds = timer.seconds
-    return result
+    return elapsed, timer.seconds
 
 
 async def wake_latency(rounds: int = 300) -> list[float]:
     host = Host()
+    return await wake_latencies(
+        host,
+        lambda t, i: t["swarm_wait"](path="/shared_memory/signal"),
+        lambda t, i: t["shared_memory"](command="view", path="/shared_memory/signal"),
+        lambda t, i: t["shared_memory"](
+            command="append", path="/shared_memory/signal", append_text=str(i)
+        ),
+        rounds,
+    )
+
+
+Step = Callable[[dict[str, Tool], int], Awaitable[object]]
+"""A member's call in round `i`, given its tools."""
+
+
+async def wake_latencies(
+    host: Host, wait: Step, ack: Step, signal: Step, rounds: int = 300
+) -> list[float]:
+    """The seconds from m-2's `signal` to the end of m-1's `wait`, which m-1 then `ack`s, in
+    each round."""
     _swarm.set(host)  # type: ignore[arg-type]
     latencies: list[float] = []
 
-    async def waiter(done: anyio.Event, woke: list[float]) -> None:
-        wait = tools(host, "m-1")["swarm_wait"]
-        board = tools(host, "m-1")["shared_memory"]
-        await wait(path="/shared_memory/signal")
+    async def waiter(i: int, done: anyio.Event, woke: list[float]) -> None:
+        own = tools(host, "m-1")
+        await wait(own, i)
         woke.append(time.perf_counter())
-        await board(command="view", path="/shared_memory/signal")
+        await ack(own, i)
         done.set()
 
     for i in range(rounds):
         done, woke = anyio.Event(), list[float]()
         async with anyio.create_task_group() as tg:
-            tg.start_soon(waiter, done, woke)
+            tg.start_soon(waiter, i, done, woke)
             while not host.bus._pending:
                 await anyio.lowlevel.checkpoint()
-            writer = tools(host, "m-2")["shared_memory"]
+            writer = tools(host, "m-2")
             sent = time.perf_counter()
-            await writer(command="append", path="/shared_memory/signal", append_text=str(i))
+            await signal(writer, i)
             await done.wait()
         latencies.append(woke[0] - sent)
     host.bus.close()
@@ -198,18 +226,26 @@ async def main(repeat: int) -> None:
         f"(garbage collector {best.gc_seconds / best.elapsed:.0%} of the time)"
     )
     init_transcript(Transcript())
-    latencies = await wake_latency()
+    print(f"swarm_wait wake-up: {wake_figures(await wake_latency())}")
+
+
+def wake_figures(latencies: list[float]) -> str:
     ms = sorted(x * 1000 for x in latencies)
-    print(
-        f"swarm_wait wake-up: median {statistics.median(ms):.3f} ms, "
-        f"p95 {ms[int(len(ms) * 0.95)]:.3f} ms, max {ms[-1]:.3f} ms"
+    return (
+        f"median {statistics.median(ms):.3f} ms, p95 {ms[int(len(ms) * 0.95)]:.3f} ms, "
+        f"max {ms[-1]:.3f} ms"
     )
 
 
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def benchmark(main: Callable[[int], Awaitable[None]], doc: str) -> None:
+    """Run `main(repeat)` on asyncio, then on trio, with --repeat from the command line."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="throughput runs (best kept)")
     args = parser.parse_args()
     for backend in ("asyncio", "trio"):
         print(f"[{backend}]")
         anyio.run(main, args.repeat, backend=backend)
+
+
+if __name__ == "__main__":
+    benchmark(main, __doc__ or "")

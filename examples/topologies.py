@@ -3,8 +3,8 @@
     inspect eval examples/topologies.py -T topology=vote --model scripted/demo \
         -M script=examples/topologies.yaml
 
-Each arm runs the same members (three `swarm_react()` members on the shared-memory board), the
-same questions and the same token budget; only the controller changes:
+Each arm runs the same number of `swarm_react()` members, on the same questions and the same
+token budget. The first six share the shared-memory board and differ only in the controller:
 
 - `leaderless`: stop at the first submission.
 - `verified`: stop at the first submission that passes the task's scorer.
@@ -12,6 +12,16 @@ same questions and the same token budget; only the controller changes:
 - `rounds`: two synchronous rounds, each member seeing every answer of the round before.
 - `vote`: every member answers; the majority wins.
 - `composed`: a composed stop, the first verified pass or 20 model calls without progress.
+
+The last two organise the work through the channels that hand it out:
+
+- `coordinator`: a lead assigns tasks and sends messages to the workers, who start once they
+  have work; the lead's answer ends the swarm (`messages()` and `tasks()`).
+- `task_list`: peers share out the work on a task list, and the swarm stops once every task is
+  done and every member waits (`tasks()`, `quiescence()`); answer with the latest.
+
+Members are named after their part in the arm (`solver-*`, `lead` and `worker-*`, `peer-*`), so
+one script drives every arm.
 
 Offline, on the scripted model, `python examples/topologies.py` runs every arm into
 `logs/topologies` and prints each arm's score and stop reasons.
@@ -30,21 +40,28 @@ from questions import QUESTIONS
 
 from inspect_swarm import (
     Budget,
+    Channel,
     Controller,
+    Member,
+    coordinator,
     leaderless,
     member,
+    messages,
     quiescence,
     rounds,
     shared_memory,
     stall,
     swarm,
     swarm_react,
+    tasks,
     verified,
     verified_pass,
     vote,
 )
 
-Topology = Literal["leaderless", "verified", "quiescence", "rounds", "vote", "composed"]
+Topology = Literal[
+    "leaderless", "verified", "quiescence", "rounds", "vote", "composed", "coordinator", "task_list"
+]
 TOPOLOGIES: tuple[Topology, ...] = (
     "leaderless",
     "verified",
@@ -52,6 +69,8 @@ TOPOLOGIES: tuple[Topology, ...] = (
     "rounds",
     "vote",
     "composed",
+    "coordinator",
+    "task_list",
 )
 
 
@@ -70,19 +89,35 @@ def controller(topology: Topology) -> Controller:
             return vote()
         case "composed":
             return leaderless(stop=verified_pass() | stall(20))
+        case "coordinator":
+            return coordinator("lead")
+        case "task_list":
+            return quiescence(settle=0.5, final="last")
     raise ValueError(
         f"topologies(topology=...): {topology!r} is not a topology. Use one of {TOPOLOGIES}."
     )
 
 
+def team(topology: Topology, k: int) -> tuple[list[Member], list[Channel]]:
+    """The members and channels of one arm: `k` members in every arm."""
+    match topology:
+        case "coordinator":
+            lead = member(swarm_react, name="lead")
+            return [lead, member(swarm_react, name="worker", count=k - 1)], [messages(), tasks()]
+        case "task_list":
+            return [member(swarm_react, name="peer", count=k)], [tasks()]
+    return [member(swarm_react, name="solver", count=k)], [shared_memory()]
+
+
 @task
 def topologies(topology: Topology = "leaderless", k: int = 3, tokens: int = 100_000) -> Task:
+    members, channels = team(topology, k)
     return Task(
         dataset=QUESTIONS,
         solver=swarm(
-            members=member(swarm_react, name="solver", count=k),
+            members=members,
             controller=controller(topology),
-            channels=[shared_memory()],
+            channels=channels,
             budget=Budget(tokens=tokens),
         ),
         scorer=match(),

@@ -9,7 +9,10 @@ store: `inspect_swarm:result`, `inspect_swarm:ledger` and `inspect_swarm:metrics
 
 # The public API, for type checkers and IDEs; `__init__.py` imports each name on first use.
 from ._channels._filesystem_channel import filesystem
+from ._channels._messages import messages
+from ._channels._notes import notes
 from ._channels._shared_memory import shared_memory
+from ._channels._tasks import tasks
 from ._contracts._budget import Budget, BudgetUsage, SwarmBudget
 from ._contracts._channel import (
     Channel,
@@ -19,7 +22,6 @@ from ._contracts._channel import (
     WaitingState,
     WaitNews,
     WaitSpec,
-    WorkState,
     swarm_channel,
 )
 from ._contracts._control import (
@@ -36,6 +38,8 @@ from ._contracts._controller import Controller, FinalName, StopReason, swarm_con
 from ._contracts._member import Member, member
 from ._contracts._record import Record
 from ._contracts._roster import MemberInfo, MemberState
+from ._contracts._work import Assignment, Outstanding, WorkState
+from ._controllers._coordinator import coordinator
 from ._controllers._leaderless import leaderless
 from ._controllers._quiescence import quiescence
 from ._controllers._rounds import rounds
@@ -52,6 +56,7 @@ from ._controllers._verified import verified
 from ._controllers._vote import vote
 from ._scores import member_scores
 from ._swarm import swarm
+from ._tools._bridged import swarm_bridged_tools
 from ._tools._channel_tools import swarm_tools
 from ._tools._notice import swarm_on_continue
 from ._tools._react import swarm_react
@@ -59,6 +64,7 @@ from ._tools._resources import swarm_budget, swarm_resources
 
 __all__ = [
     "AllWaiting",
+    "Assignment",
     "Budget",
     "BudgetUsage",
     "Channel",
@@ -73,6 +79,7 @@ __all__ = [
     "MemberState",
     "ModelCalled",
     "NoticeLine",
+    "Outstanding",
     "Record",
     "RecordDelivered",
     "StopCondition",
@@ -87,10 +94,13 @@ __all__ = [
     "WorkState",
     "all_of",
     "any_of",
+    "coordinator",
     "filesystem",
     "leaderless",
     "member",
     "member_scores",
+    "messages",
+    "notes",
     "quiescence",
     "quiescent",
     "rounds",
@@ -98,6 +108,7 @@ __all__ = [
     "stall",
     "submission",
     "swarm",
+    "swarm_bridged_tools",
     "swarm_budget",
     "swarm_channel",
     "swarm_controller",
@@ -105,6 +116,7 @@ __all__ = [
     "swarm_react",
     "swarm_resources",
     "swarm_tools",
+    "tasks",
     "verified",
     "verified_pass",
     "vote",

@@ -34,6 +34,7 @@ from ._contracts._roster import Delivery, MemberInfo, MemberState
 from ._contracts._schema import EVIDENCE_SOURCE, SwarmLedger
 from ._contracts._status import EndedBy, MemberStatus, SwarmStopReason, sample_limit
 from ._contracts._summary import MemberEnd, ending_words, stop_words, summarize
+from ._contracts._work import Assignment, Outstanding
 from ._runtime._answer import Answer, agreement, choose_answer
 from ._runtime._bus._bus import SwarmBus
 from ._runtime._enforce import BudgetEnforcer
@@ -298,9 +299,12 @@ class SwarmRun:
         chosen = self._members if members is None else [self._handle(m) for m in members]
         return [[m.name for m in group] for group in agreement(chosen)]
 
-    def open_work(self, member: str | MemberHandle | None = None) -> Mapping[str, Sequence[str]]:
-        name = None if member is None else self._handle(member).name
-        return {} if self._bus is None else self._bus.open_work(name)
+    def outstanding(self) -> Mapping[str, Outstanding]:
+        return self._bus.outstanding() if self._bus is not None else {}
+
+    def assigned(self, member: str | MemberHandle) -> list[Assignment]:
+        name = self._handle(member).name
+        return self._bus.assigned(name) if self._bus is not None else []
 
     @property
     def waiting_since(self) -> float | None:
@@ -326,7 +330,7 @@ class SwarmRun:
             return False
         if self._held is None or self._held.time != since:
             assert self._bus is not None
-            self._held = AllWaiting(time=since, open_work=self._bus.open_work(None))
+            self._held = AllWaiting(time=since, outstanding=self._bus.outstanding())
             self._emit(self._held)
         return True
 

@@ -4,7 +4,11 @@ when called, and runs a `SwarmRun` in each sample."""
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from inspect_ai._util.registry import registry_info, registry_unqualified_name
+from inspect_ai._util.registry import (
+    is_registry_object,
+    registry_info,
+    registry_unqualified_name,
+)
 from inspect_ai.agent import Agent, AgentState, agent
 from inspect_ai.model import Model, get_model
 
@@ -51,8 +55,9 @@ def swarm(
     Raises:
         TypeError: `controller`, `channels` or `budget` is not of a type it accepts.
         ValueError: The parts do not fit together: a roster the controller or a channel
-            refuses, repeated channels, a split with the wrong number of weights, or member
-            sandboxes the channels cannot serve.
+            refuses, repeated channels, a controller that needs a channel that hands out
+            work without one, a split with the wrong number of weights, or member sandboxes
+            the channels cannot serve.
     """
     roster = resolve_roster(_records(members))
     ctrl = _controller(controller)
@@ -149,20 +154,39 @@ def _check(
         controller.check(infos)
     for channel in channels:
         channel.check(infos)
+    _check_work(controller, channels)
     check_split(budget.split, len(roster))
     check_member_sandboxes(roster)
     _check_bridged(roster, channels)
     _check_filesystem(roster, channels)
 
 
+def _check_work(controller: Controller, channels: Sequence[Channel]) -> None:
+    if not controller.needs_work or any(ch.hands_out_work for ch in channels):
+        return
+    kinds = [registry_unqualified_name(registry_info(ch)) for ch in channels]
+    name = f" {registry_unqualified_name(controller)!r}" if is_registry_object(controller) else ""
+    raise ValueError(
+        f"swarm(): the controller{name} starts members on the work a channel gives them, and "
+        f"none of the channels {kinds!r} hands out work. Add one that does, such as tasks() "
+        "or messages(), to channels=."
+    )
+
+
 def _check_bridged(roster: Sequence[MemberSpec], channels: Sequence[Channel]) -> None:
-    with_tools = [registry_unqualified_name(registry_info(ch)) for ch in channels if ch.name]
+    native_only = [
+        registry_unqualified_name(registry_info(ch))
+        for ch in channels
+        if ch.name and not ch.bridged
+    ]
     bridged = [m.name for m in roster if m.bridged]
-    if with_tools and bridged:
+    if native_only and bridged:
         raise ValueError(
-            f"swarm(): bridged members {bridged!r} cannot use channels with tools yet, and the "
-            f"swarm has {with_tools!r}. Drop those channels for this arm, or make the members "
-            "native."
+            f"swarm(): bridged members {bridged!r} cannot use the channels {native_only!r}, "
+            "whose tools serve native members only (their Channel.bridged is False). Drop "
+            "those channels for this arm, or make the members native. The built-in channels "
+            "with tools (shared_memory, messages, tasks, notes) serve bridged members too, "
+            "through swarm_bridged_tools()."
         )
 
 

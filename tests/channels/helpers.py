@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import anyio
 from inspect_ai.log._transcript import Transcript, init_transcript, transcript
 from inspect_ai.tool import Tool
 from inspect_ai.util._span import _current_agent_span_id, _current_span_id
@@ -27,9 +28,10 @@ class FakeHost:
         channels: Sequence[Channel],
         *,
         delivery: dict[str, Delivery] | None = None,
+        roles: dict[str, str] | None = None,
     ) -> None:
         init_transcript(Transcript())
-        self._roster = [MemberInfo(n) for n in names]
+        self._roster = [MemberInfo(n, (roles or {}).get(n)) for n in names]
         self.now = 0.0
         self.states: dict[str, MemberState] = dict.fromkeys(names, "running")
         self.statuses: dict[str, str | None] = dict.fromkeys(names)
@@ -116,14 +118,19 @@ def tool_named(tools: list[Tool], name: str) -> Tool:
 
 async def call(host: FakeHost, member: str, loop: str | None = None, **args: Any) -> str:
     """Call the shared_memory tool as a member's loop; a ToolError comes back as its text."""
+    return await use(host, "shared_memory", member, loop, **args)
+
+
+async def use(host: FakeHost, tool: str, member: str, loop: str | None = None, **args: Any) -> str:
+    """Call a channel's tool as a member's loop; a ToolError comes back as its text."""
     from inspect_ai.tool import ToolError
 
     with acting(member):
         host.bus.channel_tools(member)  # the member's own loop resolves its tools first
     with acting(member, loop):
-        tool = tool_named(host.bus.channel_tools(member), "shared_memory")
+        found = tool_named(host.bus.channel_tools(member), tool)
         try:
-            return str(await tool(**args))
+            return str(await found(**args))
         except ToolError as error:
             return f"ERROR: {error.message}"
 
@@ -135,3 +142,24 @@ def comm_events(kind: str | None = None) -> list[dict[str, Any]]:
         if e.event == "info" and e.source == "inspect_swarm" and isinstance(e.data, dict)
     ]
     return [e for e in events if e.get("type") == "comm" and (kind is None or e["kind"] == kind)]
+
+
+async def waiting(h: FakeHost, count: int) -> None:
+    """Let the waits start: until `count` of them are pending."""
+    with anyio.fail_after(5):
+        while len(h.bus_._pending) < count:  # noqa: ASYNC110
+            await anyio.sleep(0.001)
+
+
+async def woken(h: FakeHost, member: str, act: Callable[[], Awaitable[object]]) -> str:
+    """What ended a `swarm_wait` of the member's own loop, begun before `act` ran."""
+    woke: list[str] = []
+
+    async def wait() -> None:
+        woke.append(await use(h, "swarm_wait", member, timeout=5))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(wait)
+        await waiting(h, 1)
+        await act()
+    return woke[0]

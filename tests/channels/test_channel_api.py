@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 from pathlib import Path
 
 import pytest
@@ -15,11 +16,13 @@ from inspect_swarm import (
     shared_memory,
     swarm,
     swarm_channel,
+    tasks,
 )
 from inspect_swarm._channels._filesystem_channel import FilesystemChannel
 from inspect_swarm._channels._shared_memory import SharedMemoryChannel
 
 from ..runtime.helpers import run
+from .helpers import FakeHost
 
 
 class LeadChannel(Channel):
@@ -90,6 +93,19 @@ def test_a_factory_must_return_a_channel() -> None:
     assert registry_info(plain()).name == "renamed"
     assert plain().open(None) is None  # type: ignore[arg-type]
     assert plain().instructions(MemberInfo("a")) is None
+
+
+def test_hands_out_work_is_set_exactly_when_the_state_is_a_work_state() -> None:
+    # a context of its own, so the stand-in's swarm does not outlive the test
+    context = contextvars.copy_context()
+    board = shared_memory()
+    board.hands_out_work = True
+    with pytest.raises(TypeError, match=r"hands_out_work is True but its state does not implement"):
+        context.run(FakeHost, ["a"], [board])
+    task_list = tasks()
+    task_list.hands_out_work = False
+    with pytest.raises(TypeError, match=r"hands_out_work is False but its state implements"):
+        context.run(FakeHost, ["a"], [task_list])
 
 
 def test_filesystem_instructions() -> None:

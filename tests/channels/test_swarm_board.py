@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from inspect_ai.agent import Agent, AgentState, agent, react
-from inspect_ai.event import InfoEvent, LoggerEvent, ModelEvent, SpanBeginEvent, ToolEvent
+from inspect_ai.event import LoggerEvent, ModelEvent, ToolEvent
 from inspect_ai.log import EvalSample, read_eval_log, resolve_sample_attachments
 from inspect_ai.tool import think
 
@@ -31,7 +31,7 @@ from ..runtime.helpers import (
     run_log,
     statuses,
 )
-from .members import WAIT, F, board_member, sm
+from .members import WAIT, F, board_member, comm, member_span, sm, spans
 
 
 def board_swarm(**board: Any) -> Agent:
@@ -43,18 +43,6 @@ def board_swarm(**board: Any) -> Agent:
     )
 
 
-def spans(sample: EvalSample) -> dict[str, SpanBeginEvent]:
-    return {e.id: e for e in sample.events if isinstance(e, SpanBeginEvent)}
-
-
-def comm(sample: EvalSample, kind: str | None = None) -> list[InfoEvent]:
-    return [
-        e
-        for e in info_events(sample, "comm")
-        if kind is None or (isinstance(e.data, dict) and e.data["kind"] == kind)
-    ]
-
-
 def model_calls(sample: EvalSample, span_ids: set[str]) -> int:
     """Completed model calls in these agent spans."""
     return len(
@@ -64,11 +52,6 @@ def model_calls(sample: EvalSample, span_ids: set[str]) -> int:
             if isinstance(e, ModelEvent) and e.error is None and e.span_id in span_ids
         }
     )
-
-
-def member_span(sample: EvalSample, name: str) -> str:
-    [span] = [s.id for s in spans(sample).values() if s.type == "agent" and s.name == name]
-    return span
 
 
 def test_members_share_a_count_and_wait_for_each_other(backend: str, tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from inspect_swarm._contracts._channel import Channel, ChannelRun, ChannelState
 from inspect_swarm._tools._channel_tools import swarm_tools
 from inspect_swarm._tools._notice import swarm_on_continue
 
-from .helpers import FakeHost, acting, call, comm_events, tool_named
+from .helpers import FakeHost, acting, call, comm_events, tool_named, waiting
 
 pytestmark = pytest.mark.anyio
 
@@ -32,13 +32,6 @@ async def wait(h: FakeHost, member: str, loop: str | None = None, **args: Any) -
             return str(await tool(**args))
         except ToolError as error:
             return f"ERROR: {error.message}"
-
-
-async def waiting(h: FakeHost, count: int) -> None:
-    """Let the waits start: until `count` of them are pending."""
-    with anyio.fail_after(5):
-        while len(h.bus_._pending) < count:  # noqa: ASYNC110
-            await anyio.sleep(0.001)
 
 
 def outcomes() -> list[str]:

@@ -8,7 +8,17 @@ from inspect_ai.log import EvalSample
 from inspect_ai.util import cost_limit, message_limit, time_limit, token_limit, turn_limit
 from inspect_swe import claude_code
 
-from inspect_swarm import Budget, member, shared_memory, swarm
+from inspect_swarm import (
+    Budget,
+    Channel,
+    member,
+    messages,
+    notes,
+    shared_memory,
+    swarm,
+    swarm_channel,
+    tasks,
+)
 from inspect_swarm._contracts._member import resolve_roster
 
 from ..runtime.helpers import ALL_RUN, ledger_member, metrics_member, run, statuses
@@ -41,9 +51,30 @@ def test_inspect_swe_agents_count_as_bridged() -> None:
     ]
 
 
-def test_bridged_members_are_refused_beside_a_channel_with_tools() -> None:
-    with pytest.raises(ValueError, match=r"bridged members \['claude_code'\] cannot use channels"):
-        swarm([member(claude_code), member(react)], channels=[shared_memory()])
+class NativeOnly(Channel):
+    """A channel with records that does not say it serves bridged members."""
+
+    name = "native_only"
+    prefix = "z"
+
+
+@swarm_channel
+def native_only() -> Channel:
+    return NativeOnly()
+
+
+def test_bridged_members_are_refused_only_beside_channels_that_cannot_serve_them() -> None:
+    with pytest.raises(
+        ValueError,
+        match=r"bridged members \['claude_code'\] cannot use the channels \['native_only'\], "
+        r"whose tools serve native members only \(their Channel.bridged is False\)",
+    ):
+        swarm([member(claude_code), member(react)], channels=[shared_memory(), native_only()])
+    # the built-in channels with tools serve them, through swarm_bridged_tools()
+    swarm(
+        [member(claude_code), member(react)],
+        channels=[shared_memory(), messages(), tasks(), notes()],
+    )
 
 
 def test_a_cap_cancels_the_bridged_member_without_ending_the_sample(

@@ -1,16 +1,20 @@
 """Small builders shared by the swarm tests: a task, a scripted model, and readers."""
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 from inspect_ai import Task, eval
 from inspect_ai.dataset import Sample
 from inspect_ai.event import InfoEvent, timeline_build
-from inspect_ai.log import EvalLog, EvalSample
+from inspect_ai.log import EvalLog, EvalSample, read_eval_log
 from inspect_ai.scorer import includes
 
 from inspect_swarm import leaderless
 from inspect_swarm.scripted import scripted_model
+
+ROOT = Path(__file__).parents[2]
 
 ALL_RUN = leaderless(stop_on_submission=False)
 """A controller that lets every member run until it ends."""
@@ -108,3 +112,21 @@ def info_events(sample: EvalSample, kind: str) -> list[InfoEvent]:
 
 def infos(sample: EvalSample, kind: str) -> list[dict[str, Any]]:
     return [e.data for e in info_events(sample, kind) if isinstance(e.data, dict)]
+
+
+def cli_eval(script: Path, log_dir: Path, *solver_args: str) -> EvalLog:
+    """Run the getting-started task's `product` sample with `inspect eval`, its solver the
+    swarm with these `-S` arguments, on the scripted model with this script; the log, which
+    must have succeeded."""
+    command = [
+        sys.executable, "-m", "inspect_ai._cli.main", "eval", "examples/getting_started.py",
+        "--model", "scripted/demo", "-M", f"script={script}", "--solver", "inspect_swarm/swarm",
+        *[arg for pair in solver_args for arg in ("-S", pair)],
+        "--sample-id", "product", "--log-dir", str(log_dir), "--display", "none",
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    [path] = log_dir.glob("*.eval")
+    log = read_eval_log(str(path))
+    assert log.status == "success" and log.samples
+    return log

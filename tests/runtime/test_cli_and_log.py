@@ -12,9 +12,7 @@ from inspect_ai.solver import SolverSpec
 from inspect_swarm import Budget, leaderless, member, swarm
 from inspect_swarm.scripted import scripted_model
 
-from .helpers import infos, result, task
-
-ROOT = Path(__file__).parents[2]
+from .helpers import ROOT, cli_eval, infos, result, task
 
 
 def test_cli_solver_form(tmp_path: Path) -> None:
@@ -71,18 +69,13 @@ members:
 
 def test_cli_swarm_react_gives_every_member_the_board(tmp_path: Path) -> None:
     (tmp_path / "board.yaml").write_text(BOARD_SCRIPT)
-    command = [
-        sys.executable, "-m", "inspect_ai._cli.main", "eval", "examples/getting_started.py",
-        "--model", "scripted/demo", "-M", f"script={tmp_path / 'board.yaml'}",
-        "--solver", "inspect_swarm/swarm",
-        "-S", "members={factory: swarm_react, count: 3}", "-S", "channels=shared_memory",
-        "--sample-id", "product", "--log-dir", str(tmp_path / "logs"), "--display", "none",
-    ]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert done.returncode == 0, done.stderr
-    [path] = (tmp_path / "logs").glob("*.eval")
-    log = read_eval_log(str(path))
-    assert log.status == "success" and log.samples
+    log = cli_eval(
+        tmp_path / "board.yaml",
+        tmp_path / "logs",
+        "members={factory: swarm_react, count: 3}",
+        "channels=shared_memory",
+    )
+    assert log.samples
     sample = log.samples[0]
     names = [f"swarm_react-{i}" for i in range(1, 4)]
     assert [m["name"] for m in result(sample)["members"]] == names

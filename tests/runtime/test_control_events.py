@@ -1,5 +1,5 @@
 """The controller API's later event kinds and queries, as a controller that hands out work uses
-them: RecordDelivered, ModelCalled, open_work()."""
+them: RecordDelivered, ModelCalled, outstanding() and assigned()."""
 
 from collections import Counter
 from contextlib import aclosing
@@ -13,6 +13,7 @@ from inspect_swarm import (
     Controller,
     MemberEnded,
     ModelCalled,
+    Outstanding,
     RecordDelivered,
     StopReason,
     SwarmControl,
@@ -39,10 +40,10 @@ def dispatch(lead: str = "lead") -> Controller:
             async for event in events:
                 SEEN.append(event)
                 if isinstance(event, RecordDelivered):
-                    SEEN.append(dict(swarm.open_work()))
+                    SEEN.append(dict(swarm.outstanding()))
                     for m in swarm.members:
-                        if m.state == "pending" and swarm.open_work(m):
-                            swarm.start(m, f"Do {', '.join(swarm.open_work(m)['todo'])}.")
+                        if m.state == "pending" and (work := swarm.assigned(m)):
+                            swarm.start(m, f"Do {', '.join(a.id for a in work)}.")
         return "all_done"
 
     return Controller(run)
@@ -80,7 +81,7 @@ def test_a_controller_starts_members_on_the_work_assigned_to_them(
     ]
     # what was open after each record: the item, then nothing
     after = [SEEN[SEEN.index(r) + 1] for r in records]
-    assert after == [{"todo": ["tests"]}, {}]
+    assert after == [{"todo": Outstanding(open=("tests",))}, {}]
     # one ModelCalled per completed call of each member
     calls = Counter(e.member for e in SEEN if isinstance(e, ModelCalled))
     assert calls == {m: metrics_member(sample, m)["steps"] for m in ("lead", "worker")}

@@ -1,19 +1,19 @@
-"""examples/topologies.py: every topology on the same questions, members and budget, offline on
-its script; and a controller chosen by name from the command line."""
+"""examples/topologies.py: every topology, the coordinator's and the task list's included, on the
+same questions, number of members and budget, offline on its script; and a controller chosen by
+name from the command line."""
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from inspect_ai import eval
-from inspect_ai.log import EvalSample, read_eval_log
+from inspect_ai.event import ModelEvent
+from inspect_ai.log import EvalSample, resolve_sample_attachments
 from topologies import TOPOLOGIES, Topology, topologies
 
 from inspect_swarm.scripted import scripted_model
 
-from .helpers import result, statuses
+from .helpers import cli_eval, result, statuses
 
 ROOT = Path(__file__).parents[2]
 EXPECTED = {
@@ -24,6 +24,8 @@ EXPECTED = {
     "rounds": ("controller:rounds_done", 3, ("submitted", "submitted", "submitted")),
     "vote": ("all_done", 3, ("submitted", "submitted", "submitted")),
     "composed": ("verified", 3, ("submitted", "submitted", "stopped")),
+    "coordinator": ("controller:lead_done", 3, ("submitted", "submitted", "submitted")),
+    "task_list": ("quiescence", 3, ("stopped", "submitted", "submitted")),
 }
 
 
@@ -57,24 +59,32 @@ def test_the_quiescence_arm_answers_with_the_latest_submission(tmp_path: Path) -
     assert result(product)["final"]["member"] == "solver-2"
 
 
+def test_the_coordinator_arm_answers_with_the_lead_and_its_workers_start_on_work(
+    tmp_path: Path,
+) -> None:
+    [product] = [s for s in run_arm("coordinator", tmp_path) if s.id == "product"]
+    final = result(product)["final"]
+    assert (final["mode"], final["member"]) == ("controller", "lead")
+    # the workers started on their work: a task for worker-1, a message for worker-2
+    events = resolve_sample_attachments(product).events
+    inputs = [m.text for e in events if isinstance(e, ModelEvent) for m in e.input]
+    assert any(t.startswith("You have been given work: task t-1 from lead (tasks)") for t in inputs)
+
+
 def test_a_bad_topology_is_refused() -> None:
     with pytest.raises(ValueError, match=r"'star' is not a topology"):
         topologies("star")  # type: ignore[arg-type]
 
 
 def test_a_controller_by_name_from_the_command_line(tmp_path: Path) -> None:
-    command = [
-        sys.executable, "-m", "inspect_ai._cli.main", "eval", "examples/getting_started.py",
-        "--model", "scripted/demo", "-M", "script=examples/getting_started.yaml",
-        "--solver", "inspect_swarm/swarm",
-        "-S", "members={factory: react, count: 3}", "-S", "channels=[]", "-S", "controller=vote",
-        "--sample-id", "product", "--log-dir", str(tmp_path), "--display", "none",
-    ]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert done.returncode == 0, done.stderr
-    [path] = tmp_path.glob("*.eval")
-    log = read_eval_log(str(path))
-    assert log.status == "success" and log.samples
+    log = cli_eval(
+        ROOT / "examples/getting_started.yaml",
+        tmp_path,
+        "members={factory: react, count: 3}",
+        "channels=[]",
+        "controller=vote",
+    )
+    assert log.samples
     # react-2 answers 42 first, but the two others agree on 41 (in either order: their steps
     # take the same time)
     final = result(log.samples[0])["final"]

@@ -1,23 +1,35 @@
 """A small channel that holds work still to be done, written against the Channel API only, for the
-tests of `WorkState`: `open_work()` in the quiescence stop and in controllers."""
+tests of `WorkState`: `outstanding()` in the quiescence stop, `assigned()` in controllers."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from inspect_ai.tool import Tool, tool
 from pydantic import JsonValue
 
-from inspect_swarm import Channel, ChannelRun, ChannelState, NoticeLine, Record, swarm_channel
+from inspect_swarm import (
+    Assignment,
+    Channel,
+    ChannelRun,
+    ChannelState,
+    NoticeLine,
+    Outstanding,
+    Record,
+    swarm_channel,
+)
 from inspect_swarm._contracts._record import Draft
 
 
 class TodoState:
-    """Items that are open until someone marks them done; each may be assigned to a member."""
+    """Items that are open until someone marks them done; each may be assigned to a member.
+    An item the channel starts with was put there by `lead`."""
 
     def __init__(self, run: ChannelRun, items: Mapping[str, str | None]) -> None:
         self._bus = run.bus
-        self.open: dict[str, str | None] = dict(items)
+        self.open: dict[str, tuple[str | None, str]] = {
+            item: (who, "lead") for item, who in items.items()
+        }
 
     def tools(self) -> list[Tool]:
         return [todo_tool(self)]
@@ -31,7 +43,8 @@ class TodoState:
     def apply(self, record: Record) -> tuple[list[str], Mapping[str, JsonValue] | None]:
         assignee = None if record.op is None else record.op.get("assignee")
         if record.kind == "add":
-            self.open[record.payload] = assignee if isinstance(assignee, str) else None
+            who = assignee if isinstance(assignee, str) else None
+            self.open[record.payload] = (who, record.sender)
         else:
             self.open.pop(record.payload, None)
         return [], None
@@ -39,8 +52,15 @@ class TodoState:
     def notice_lines(self, member: str) -> list[NoticeLine]:
         return []
 
-    def open_work(self, member: str | None) -> Sequence[str]:
-        return [item for item, who in self.open.items() if member is None or who == member]
+    def outstanding(self) -> Outstanding:
+        return Outstanding(open=tuple(self.open))
+
+    def assigned(self, member: str) -> list[Assignment]:
+        return [
+            Assignment("todo", item, "task", by, "open")
+            for item, (who, by) in self.open.items()
+            if who == member
+        ]
 
 
 def todo_tool(state: TodoState) -> Tool:
@@ -66,6 +86,7 @@ def todo_tool(state: TodoState) -> Tool:
 class TodoChannel(Channel):
     name = "todo"
     prefix = "t"
+    hands_out_work = True
 
     def __init__(self, items: Mapping[str, str | None]) -> None:
         self.items = items

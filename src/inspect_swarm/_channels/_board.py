@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import bisect
 import operator
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from inspect_ai.tool import Tool, ToolError
@@ -14,6 +13,8 @@ from pydantic import JsonValue
 
 from .._contracts._channel import Bus, Caller, ChannelRun, NoticeLine, WaitNews, WaitSpec
 from .._contracts._record import FrozenJson, Record, Refused
+from ._parts import Views, fence_free
+from ._parts import plural as _s
 
 CHANNEL = "shared_memory"
 ROOT = "/shared_memory"
@@ -22,7 +23,6 @@ WRITES = ("create", "str_replace", "insert", "append", "delete", "rename")
 
 _COMPONENT = re.compile(r"[A-Za-z0-9._-]+")
 _FILE_ID = re.compile(r"f-[1-9][0-9]*")
-_FENCE = re.compile(r"</?peer_(?:file|listing|message)", re.IGNORECASE)
 
 
 @dataclass(eq=False)
@@ -65,35 +65,6 @@ class _Change:
     path: str | None
     content: str | None
     file: File | None
-
-
-@dataclass
-class _Loop:
-    """One agent loop's view of the board."""
-
-    seen: dict[str, int]
-    # the files another loop changed that this one has not viewed since, by number, and
-    # their numbers and ids in order, kept exact by every write, delete and view: a status
-    # line costs a join of the ids it names, with no scan or sort of the board
-    unseen: dict[int, File] = field(default_factory=dict)
-    numbers: list[int] = field(default_factory=list)
-    ids: list[str] = field(default_factory=list)
-    # the status line naming them, until a file joins or leaves them
-    status: str | None = None
-
-    def drop(self, file: File) -> None:
-        if self.unseen.pop(file.number, None) is not None:
-            at = bisect.bisect_left(self.numbers, file.number)
-            del self.numbers[at], self.ids[at]
-            self.status = None
-
-    def keep(self, file: File) -> None:
-        if file.number not in self.unseen:
-            self.unseen[file.number] = file
-            at = bisect.bisect_left(self.numbers, file.number)
-            self.numbers.insert(at, file.number)
-            self.ids.insert(at, file.id)
-            self.status = None
 
 
 def line_count(content: str) -> int:
@@ -206,21 +177,6 @@ def check_path(path: object, arg: str = "path", *, file: bool = True) -> str:
     return path
 
 
-def _fence_free(content: str, path: str) -> None:
-    match = _FENCE.search(content)
-    if match:
-        raise Refused(
-            "fence",
-            f"Write refused: {path} would contain {match.group(0)!r}, a fence tag of the "
-            "swarm. Leave the tags <peer_file, <peer_listing and <peer_message (and their "
-            "closing tags) out of shared memory.",
-        )
-
-
-def _s(n: int) -> str:
-    return "" if n == 1 else "s"
-
-
 class BoardLimits(Protocol):
     """The bounds of a board (the `shared_memory()` channel's configuration)."""
 
@@ -252,11 +208,11 @@ class Board:
         self._dirs: dict[str, dict[int, File]] = {}
         self._bytes = 0
         self._numbered = 0
-        self._loops: dict[str | None, _Loop] = {}
+        # each loop's view of the board: what it has seen, what changed since
+        self._views = Views[File](run.bus, self.files.values)
         # deleted files by id and by the path they had, so a view of one says what became of it
         self._deleted: dict[str, _Deleted] = {}
         self._deleted_at: dict[str, _Deleted] = {}
-        self._notified: dict[str, dict[str, int]] = {}
         self._change: _Change | None = None
         self._tool = tool(self, run.bus)
 
@@ -325,20 +281,16 @@ class Board:
                 "previous": previous, "version": file.version,
             }  # fmt: skip
             # a loop that knew the previous version and made this change knows the new one
-            view = self._loop(record.sender_span_id)
+            view = self._views.loop(record.sender_span_id)
             if previous is None or view.seen.get(file.id) == previous:
                 view.seen[file.id] = file.version
         return [], {"files": [files]}
 
     def notice_lines(self, member: str) -> list[NoticeLine]:
-        notified = self._notified.setdefault(member, {})
-        loop = self._bus.own_loop(member)
-        view = self._loop(loop)
-        fresh = [f for f in self._unseen(loop) if notified.get(f.id) != f.version]
+        fresh = self._views.fresh(member)
         if not fresh:
             return []
-        for f in fresh:
-            notified[f.id] = f.version
+        view = self._views.loop(self._bus.own_loop(member))
         described = ", ".join(f"{f.id} {'changed' if f.id in view.seen else 'new'}" for f in fresh)
         writers = ", ".join(dict.fromkeys(f.writer for f in fresh))
         text = (
@@ -362,7 +314,7 @@ class Board:
         return file is not None and self._watched(file, spec.path)
 
     def news(self, spec: WaitSpec) -> WaitNews | None:
-        changed = [f for f in self._unseen(spec.loop) if self._watched(f, spec.path)]
+        changed = [f for f in self._views.loop(spec.loop).values() if self._watched(f, spec.path)]
         if not changed:
             return None
         named = ", ".join(f"{f.id} by {f.writer}" for f in changed)
@@ -391,9 +343,7 @@ class Board:
                     return self._view_deleted(caller, self._deleted_at[path])
                 return self._listing(caller, path)
         text = self._render(file, view_range)
-        view = self._loop(caller.loop)
-        view.seen[file.id] = file.version
-        view.drop(file)
+        self._views.loop(caller.loop).saw(file)
         self._bus.read(
             CHANNEL, caller, listing=False, data={"path": file.path, "files": [file.ref()]}
         )
@@ -447,28 +397,12 @@ class Board:
 
     def status(self, loop: str | None) -> str:
         """The status line that ends every result of the calling loop."""
-        view = self._loop(loop)
-        if view.status is None:
-            view.status = _status_line(view.ids)
-        return view.status
+        view = self._views.loop(loop)
+        if view.line is None:
+            view.line = _status_line(view.ids)
+        return view.line
 
     # -- rules -----------------------------------------------------------------------------
-
-    def _loop(self, loop: str | None) -> _Loop:
-        view = self._loops.get(loop)
-        if view is None:
-            # a new loop has seen nothing: every file another loop wrote is news to it
-            view = _Loop({})
-            for file in self.files.values():
-                if file.loop != loop:
-                    view.keep(file)
-            self._loops[loop] = view
-        return view
-
-    def _unseen(self, loop: str | None) -> list[File]:
-        """Files another loop wrote that `loop` has not viewed in their current version."""
-        view = self._loop(loop)
-        return [view.unseen[n] for n in view.numbers]
 
     def _watched(self, file: File, watch: str | None) -> bool:
         if watch is None or watch == ROOT:
@@ -481,7 +415,7 @@ class Board:
         return self._by_path.get(path)
 
     def _check_seen(self, file: File, record: Record) -> None:
-        if self._loop(record.sender_span_id).seen.get(file.id) != file.version:
+        if self._views.loop(record.sender_span_id).seen.get(file.id) != file.version:
             raise Refused(
                 "seen",
                 f"Write refused: {file.id} ({file.path}) is at version {file.version}, last "
@@ -564,7 +498,7 @@ class Board:
                 f"Write refused: the board would hold {total} bytes, over max_board_bytes "
                 f"({limits.max_board_bytes}). Delete or shorten files first.",
             )
-        _fence_free(content, path)
+        fence_free(content, path, "shared memory")
 
     def _admit_rename(self, record: Record, old_path: str, new_path: str) -> _Change:
         file = self.file_at(old_path)
@@ -602,12 +536,7 @@ class Board:
             _number_appended(file, before, record.payload)
         elif file.content != before:
             file.numbered = None
-        # news to every loop but the writer's: O(loops), whatever the size of the board
-        for loop, view in self._loops.items():
-            if loop == file.loop:
-                view.drop(file)
-            else:
-                view.keep(file)
+        self._views.changed(file)
         return file
 
     def _remove(self, file: File, record: Record) -> None:
@@ -616,8 +545,7 @@ class Board:
         del self.files[file.id]
         self._unindex(file)
         self._bytes -= file.nbytes
-        for view in self._loops.values():
-            view.drop(file)
+        self._views.removed(file)
 
     def _index(self, file: File) -> None:
         self._by_path[file.path] = file

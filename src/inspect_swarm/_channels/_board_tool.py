@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import weakref
 from typing import Literal
 
 from inspect_ai.tool import Tool, ToolDef, ToolError
 from pydantic import JsonValue
 
 from .._contracts._channel import Bus
-from .._contracts._record import RUN_ENDED, Draft, Record
+from .._contracts._record import Draft, Record
 from ._board import CHANNEL, ROOT, WRITES, Board
+from ._parts import Handles, with_status
 
 Command = Literal["view", "create", "str_replace", "insert", "append", "delete", "rename"]
 
@@ -72,9 +72,7 @@ def _acknowledge(board: Board, record: Record) -> str:
 
 def shared_memory_tool(board: Board, bus: Bus) -> Tool:
     """The `shared_memory` tool of one board."""
-    # inspect_ai keeps every tool function it has described (`_tool_info_cache`), so the
-    # tool holds its run's board and bus weakly, and they go when the run does
-    board_ref, bus_ref = weakref.ref(board), weakref.ref(bus)
+    handles = Handles(board, bus)
 
     async def execute(
         command: Command,
@@ -120,21 +118,18 @@ def shared_memory_tool(board: Board, bus: Bus) -> Tool:
             old_path: Required parameter for `rename`, the current path.
             new_path: Required parameter for `rename`, the new path.
         """
-        board, bus = board_ref(), bus_ref()
-        if board is None or bus is None:
-            raise ToolError(RUN_ENDED)
+        live, bus = handles.get()
         caller = bus.caller()
-        try:
+
+        def run() -> str:
             if command == "view":
-                result = board.view(caller, path or ROOT, view_range)
-            else:
-                draft = _draft(
-                    command, path, file_text, old_str, new_str, insert_line, insert_text,
-                    append_text, old_path, new_path,
-                )  # fmt: skip
-                result = _acknowledge(board, bus.send(CHANNEL, draft))
-        except ToolError as error:
-            raise ToolError(f"{error.message}\n{board.status(caller.loop)}") from None
-        return f"{result}\n{board.status(caller.loop)}"
+                return live.view(caller, path or ROOT, view_range)
+            draft = _draft(
+                command, path, file_text, old_str, new_str, insert_line, insert_text,
+                append_text, old_path, new_path,
+            )  # fmt: skip
+            return _acknowledge(live, bus.send(CHANNEL, draft))
+
+        return with_status(run, lambda: live.status(caller.loop))
 
     return ToolDef(execute, name=CHANNEL, parallel=True).as_tool()

@@ -13,6 +13,7 @@ from .._contracts._channel import (
 from .._contracts._roster import MemberInfo
 from ._board import CHANNEL, Board
 from ._board_tool import shared_memory_tool
+from ._parts import rate_window, whole_number
 
 _MEMBER_NAME = re.compile(r"[a-z][a-z0-9_-]{0,47}")
 
@@ -23,6 +24,12 @@ class SharedMemoryChannel(Channel):
     name = CHANNEL
     prefix = "w"
     reach = "member"
+    bridged = True
+    wait_path = (
+        "The shared memory file or directory to watch (a path under /shared_memory or a file "
+        "id such as f-3). The whole board if not given. It does not narrow other channels' "
+        "news."
+    )
 
     def __init__(
         self,
@@ -68,32 +75,7 @@ class SharedMemoryChannel(Channel):
 
 
 def _int_in(arg: str, value: object, low: int, high: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise ValueError(
-            f"shared_memory(): {arg} must be a whole number from {low:,} to {high:,}, "
-            f"not {value!r}."
-        )
-    return value
-
-
-def _rate(rate: object) -> tuple[int, float] | None:
-    if rate is None:
-        return None
-    if isinstance(rate, tuple | list) and len(rate) == 2:
-        count, seconds = rate
-        if (
-            isinstance(count, int)
-            and not isinstance(count, bool)
-            and count >= 1
-            and isinstance(seconds, int | float)
-            and not isinstance(seconds, bool)
-            and seconds > 0
-        ):
-            return count, float(seconds)
-    raise ValueError(
-        f"shared_memory(): rate must be (count, seconds) with a count of at least 1 and a "
-        f"positive number of seconds, such as (60, 60.0), or None for no limit; not {rate!r}."
-    )
+    return whole_number("shared_memory", arg, value, low, high)
 
 
 @swarm_channel
@@ -149,6 +131,6 @@ def shared_memory(
         max_file_bytes=file_bytes,
         max_file_lines=_int_in("max_file_lines", max_file_lines, 1, 100_000),
         max_board_bytes=_int_in("max_board_bytes", max_board_bytes, file_bytes, 16_777_216),
-        rate=_rate(rate),
+        rate=rate_window("shared_memory", rate),
         max_wait=_int_in("max_wait", max_wait, 1, 3_600),
     )

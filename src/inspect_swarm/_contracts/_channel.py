@@ -9,7 +9,7 @@ from pydantic import JsonValue
 
 from ._factory import registered_factory
 from ._record import Draft, Record
-from ._roster import MemberInfo
+from ._roster import MemberInfo, MemberState
 
 __all__ = [
     "Channel",
@@ -20,7 +20,6 @@ __all__ = [
     "WaitNews",
     "WaitSpec",
     "WaitingState",
-    "WorkState",
     "swarm_channel",
 ]
 
@@ -67,6 +66,10 @@ class Bus(Protocol):
 
     def own_loop(self, member: str) -> str | None:
         """The agent span of the member's own loop."""
+        ...
+
+    def member_state(self, member: str) -> MemberState:
+        """Whether the member is pending, running or has ended."""
         ...
 
     def send(self, channel: str, draft: Draft) -> Record:
@@ -120,6 +123,25 @@ class Channel:
     Setting it commits `open()` to return a `WaitingState`. A wait may last as long as the
     largest `max_wait` among the run's open channels that set one.
     """
+
+    hands_out_work: bool = False
+    """Whether the channel's records give members work, such as tasks to do or messages to
+    read; `False` (the default) for a channel whose work is always settled.
+
+    Setting it commits `open()` to return a `WorkState`, which controllers ask through
+    `SwarmControl.outstanding()` and `assigned()`. `swarm()` refuses a controller that starts
+    members on their work, such as `coordinator()`, when no channel of the swarm sets it.
+    """
+
+    bridged: bool = False
+    """Whether bridged members can use the channel's tools, which they get as host tools
+    through the agent bridge (`swarm_bridged_tools()`). `swarm()` refuses a bridged member
+    beside a channel with records that leaves it `False` (the default)."""
+
+    wait_path: str | None = None
+    """What the `path` argument of `swarm_wait` watches in this channel, as the tool
+    describes it to the model, or `None` (the default) for a channel whose waits take no
+    path. `swarm_wait` has a `path` argument only in loops that reach a channel setting it."""
 
     def check(self, roster: Sequence[MemberInfo]) -> None:
         """Check the roster when `swarm()` is called.
@@ -196,8 +218,9 @@ class WaitSpec:
     """Whether that loop is the member's own, not one of its subagents'."""
 
     path: str | None = None
-    """For the shared memory, the path filter exactly as the model passed it; `None` waits on
-    the whole board. Other channels may define filters of their own."""
+    """The `path` argument as the model gave it, or `None` without one. Only a channel that
+    sets `Channel.wait_path`, such as the shared memory's board, narrows its news by it;
+    the other channels' news reaches the wait whatever the path."""
 
 
 @dataclass(frozen=True)
@@ -316,26 +339,6 @@ class WaitingState(ChannelState, Protocol):
 
         Returns:
             The news for the wait's result, or `None` when there is none yet.
-        """
-        ...
-
-
-@runtime_checkable
-class WorkState(ChannelState, Protocol):
-    """The state of a channel that holds work still to be done, such as tasks open or claimed
-    and messages unread.
-
-    A channel's state that does not implement it holds none: the board and the filesystem
-    are always done. Controllers ask through `SwarmControl.open_work()`, the `quiescent()`
-    stop and `AllWaiting` events; the bus calls it with no `await` around it.
-    """
-
-    def open_work(self, member: str | None) -> Sequence[str]:
-        """The ids of the items still to be done, empty when there are none.
-
-        Args:
-            member: Only the items that wait on this member (work assigned to it or claimed
-                by it, messages to it it has not read). `None` means every item still open.
         """
         ...
 

@@ -6,6 +6,7 @@ from inspect_ai.model import ChatMessage
 from inspect_ai.scorer import Scorer
 
 from ._roster import MemberState
+from ._work import Assignment, Outstanding
 
 
 class MemberHandle(Protocol):
@@ -96,8 +97,8 @@ class AllWaiting(SwarmEvent):
     time: float
     """The swarm time since which every member has been waiting, as `SwarmControl.waiting_since`."""
 
-    open_work: Mapping[str, Sequence[str]]
-    """What the channels hold still to be done at that time, as `SwarmControl.open_work()`."""
+    outstanding: Mapping[str, Outstanding]
+    """What the channels held open or unread at that time, as `SwarmControl.outstanding()`."""
 
 
 @dataclass(frozen=True)
@@ -284,14 +285,23 @@ class SwarmControl(Protocol):
         """
         ...
 
-    def open_work(self, member: str | MemberHandle | None = None) -> Mapping[str, Sequence[str]]:
-        """What the channels hold that is still to be done, by channel: the ids of tasks open or
-        claimed, of messages unread and so on, as each channel's `WorkState.open_work()` says.
-        Channels that hold nothing still to be done are left out, so `{}` means none.
+    def outstanding(self) -> Mapping[str, Outstanding]:
+        """What the swarm's channels hold open or unread now, by channel name.
+
+        Only channels that hand out work answer (their state is a `WorkState`), such as
+        `tasks()` (open and claimed tasks) and `messages()` (each running member's unread
+        messages). A channel holding nothing is left out, so `{}` means the swarm's work is
+        settled.
+        """
+        ...
+
+    def assigned(self, member: str | MemberHandle) -> list[Assignment]:
+        """The work the swarm's channels have given a member that it has not finished: tasks
+        assigned to it or claimed by it that are not done, and messages to it that it has not
+        read. A member that has not started can have some.
 
         Args:
-            member: Only what waits on this member (work assigned to it, messages to it
-                unread). `None` means everything still to be done.
+            member: The member, or its name.
         """
         ...
 

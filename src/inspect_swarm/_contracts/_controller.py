@@ -33,6 +33,7 @@ class Controller:
         final: FinalName | None = None,
         check: Callable[[Sequence[MemberInfo]], None] | None = None,
         instructions: str | None = None,
+        needs_work: bool = False,
     ) -> None:
         """Create a controller.
 
@@ -48,6 +49,9 @@ class Controller:
             instructions: What each member's preamble says of how the swarm works together.
                 `None` says that each member works on its own and that the first submission
                 may end the work.
+            needs_work: `run` starts members on the work the channels give them
+                (`SwarmControl.assigned()`), so `swarm()` refuses a swarm none of whose
+                channels hands out work (`Channel.hands_out_work`).
 
         Raises:
             ValueError: `final` is not `"first"`, `"last"` or `None`.
@@ -65,6 +69,8 @@ class Controller:
         """The roster check `swarm()` runs when it builds the swarm, or `None`."""
         self.instructions = instructions
         """What each member's preamble says of how the swarm works together, or `None`."""
+        self.needs_work = needs_work
+        """Whether `swarm()` requires a channel that hands out work."""
 
 
 def recorded_stop_reason(reason: StopReason) -> SwarmStopReason:

@@ -43,6 +43,13 @@ def thaw(value: FrozenJson) -> JsonValue:
 
 RUN_ENDED = "This tool belongs to a run of the swarm that has ended."
 
+ALL = "all"
+"""The address of every member but the sender."""
+
+ROLE = "role:"
+"""The prefix of a role's address (`role:reviewer`): the members with that role, but the
+sender."""
+
 
 @dataclass(frozen=True)
 class Draft:
@@ -58,7 +65,8 @@ class Draft:
     """The channel's operation data, if any."""
 
     to: tuple[str, ...] = ()
-    """The addresses as written; `()` for an unaddressed record."""
+    """The addresses as written, each a member's name, `role:<role>` or `all`; `()` for an
+    unaddressed record."""
 
     wake: bool = False
     """Whether the record can end a member's wait."""

@@ -15,7 +15,7 @@ def quiescence(settle: float = 2.0, *, final: FinalName | None = None) -> Contro
     nothing left to do, then stops with the reason `quiescence`. Members wait only in a swarm
     with a channel that gives `swarm_wait`, such as `shared_memory()`; ended members and
     members not yet started count as waiting. A channel with tasks or messages says what is
-    still open through `WorkState.open_work()`; while anything is, the waits end as usual with
+    still open through `SwarmControl.outstanding()`; while anything is, the waits end as usual with
     `all_waiting` so that members take it up. If every member ends first, the swarm ends with
     `all_done`.
 

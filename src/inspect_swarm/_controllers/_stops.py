@@ -98,11 +98,11 @@ class _Quiescent(StopCondition):
 
     def watch(self) -> StopWatch:
         async def watch(swarm: SwarmControl, event: SwarmEvent) -> StopReason | None:
-            if not isinstance(event, AllWaiting) or event.open_work:
+            if not isinstance(event, AllWaiting) or event.outstanding:
                 return None
             # the waits stay held while the controller holds the event
             await anyio.sleep(self.settle)
-            if swarm.waiting_since == event.time and not swarm.open_work():
+            if swarm.waiting_since == event.time and not swarm.outstanding():
                 return "quiescence"
             return None
 
@@ -207,7 +207,7 @@ def quiescent(settle: float = 2.0) -> StopCondition:
     A member waits in `swarm_wait`, which the swarm's channels with waits give it, such as
     `shared_memory()`; ended and not yet started members count as waiting. While the
     condition settles, the waits stay blocked, so no member acts in the meantime. If a member
-    stops waiting, or a channel reports open work (`WorkState.open_work()`), the waits end as
+    stops waiting, or a channel reports open work (`SwarmControl.outstanding()`), the waits end as
     usual with `all_waiting`.
 
     Args:

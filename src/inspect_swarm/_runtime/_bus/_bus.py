@@ -22,11 +22,12 @@ from ..._contracts._channel import (
     ChannelState,
     WaitingState,
     WaitSpec,
-    WorkState,
 )
-from ..._contracts._record import Draft, Record, Refused, freeze, thaw
+from ..._contracts._record import ALL, ROLE, Draft, Record, Refused, freeze, thaw
+from ..._contracts._roster import MemberState
 from ..._contracts._schema import EVIDENCE_SOURCE
 from ..._contracts._status import WaitOutcome
+from ..._contracts._work import Assignment, Outstanding, WorkState
 from .._member_run import ChannelComm, MemberComm
 from ._evidence import EvidenceLog
 from ._storm import RateWindow
@@ -50,7 +51,9 @@ _WIRING = {
     "swarm_tools": (
         "made a model call without the tools of the swarm's channels ({channels}): its agent "
         "never resolved swarm_tools(), so it cannot use them.",
-        f"Put swarm_tools() in its agent's tools {_BUILDER}.",
+        f"Put swarm_tools() in its agent's tools {_BUILDER}. A bridged agent takes them as "
+        "host tools: pass bridged_tools=[swarm_bridged_tools()] to its agent or to "
+        "sandbox_agent_bridge(), in its builder.",
     ),
     "swarm_on_continue": (
         "reached its second model call without running swarm_on_continue(), so it gets no "
@@ -87,10 +90,10 @@ class _Open:
     name: str
     prefix: str
     tools: list[Tool]
-    # whether the state wakes waits and holds open work, checked once: a protocol isinstance()
-    # is slow
+    # whether the state wakes waits, or hands out work, checked once: a protocol
+    # isinstance() is slow
     waiting: bool
-    work: bool
+    working: bool
     numbers: int = 0
     rates: dict[str, RateWindow] = field(default_factory=dict)
 
@@ -170,6 +173,13 @@ class SwarmBus:
                 f"{type(channel).__name__} sets max_wait but its state does not implement "
                 "WaitingState (wait_check, wakes, news)."
             )
+        if channel.hands_out_work != isinstance(state, WorkState):
+            raise TypeError(
+                f"{type(channel).__name__}: hands_out_work is {channel.hands_out_work} but its "
+                f"state {'does not implement' if channel.hands_out_work else 'implements'} "
+                "WorkState (outstanding, assigned). Set hands_out_work exactly when the state "
+                "implements it."
+            )
         self._channels[channel.name] = _Open(
             channel,
             state,
@@ -177,7 +187,7 @@ class SwarmBus:
             channel.prefix,
             state.tools(),
             waiting=isinstance(state, WaitingState),
-            work=isinstance(state, WorkState),
+            working=channel.hands_out_work,
         )
 
     # -- who calls -------------------------------------------------------------------------
@@ -195,6 +205,9 @@ class SwarmBus:
         if member in self._own_loops:
             return self._own_loops[member]
         return self._host.member_span_id(member)
+
+    def member_state(self, member: str) -> MemberState:
+        return self._host.member_state(member)
 
     @property
     def stopping(self) -> bool:
@@ -215,8 +228,10 @@ class SwarmBus:
     def _tools_for(self, own: bool) -> list[Tool]:
         reached = [o for o in self._channels.values() if own or o.channel.reach == "member"]
         tools = [t for o in reached for t in o.tools]
-        if any(o.channel.max_wait for o in reached):
-            tools.append(swarm_wait(self))
+        waking = [o.channel for o in reached if o.channel.max_wait]
+        if waking:
+            paths = [c.wait_path for c in waking if c.wait_path]
+            tools.append(swarm_wait(self, " ".join(paths) or None))
         return tools
 
     # -- records ---------------------------------------------------------------------------
@@ -237,7 +252,7 @@ class SwarmBus:
             kind=draft.kind,
             sender=caller.member,
             to=draft.to,
-            recipients=self._resolve(draft.to),
+            recipients=self._resolve(draft.to, caller.member),
             payload=draft.payload,
             op=freeze(dict(draft.op)) if draft.op is not None else None,  # type: ignore[arg-type]
             wake=draft.wake,
@@ -270,14 +285,31 @@ class SwarmBus:
             self._watcher.record_delivered(record, delivered_to)
         return record
 
-    def _resolve(self, to: tuple[str, ...]) -> tuple[str, ...]:
+    def _resolve(self, to: tuple[str, ...], sender: str) -> tuple[str, ...]:
+        """The members the addresses name: a member by its name, the members with a role
+        by `role:<role>`, every member by `all` (the sender is not among those two)."""
+        names: list[str] = []
         for address in to:
-            if address not in self._members:
-                raise ToolError(
-                    f"Unknown recipient {address!r}: address a member by its name "
-                    f"({', '.join(self._members)})."
-                )
-        return tuple(dict.fromkeys(to))
+            role = address[len(ROLE) :] if address.startswith(ROLE) else None
+            if address in self._members:
+                names.append(address)
+            elif address == ALL:
+                names.extend(m.name for m in self._roster if m.name != sender)
+            elif role and any(m.role == role for m in self._roster):
+                names.extend(m.name for m in self._roster if m.role == role and m.name != sender)
+            else:
+                raise ToolError(self._unknown(address))
+        return tuple(dict.fromkeys(names))
+
+    def _unknown(self, address: str) -> str:
+        roles = list(dict.fromkeys(f"{ROLE}{m.role}" for m in self._roster if m.role))
+        forms = [f"a member by its name ({', '.join(self._members)})"]
+        if roles:
+            forms.append(f"the members with a role as {ROLE}<role> ({', '.join(roles)})")
+        return (
+            f"Unknown recipient {address!r}: address {', '.join(forms)}, or every other member "
+            f"as {ALL!r}."
+        )
 
     def _sent(self, record: Record, caller: Caller, refusal: Refused | None) -> None:
         self._evidence(
@@ -289,6 +321,7 @@ class SwarmBus:
             payload=record.payload,
             data=thaw(record.op) if record.op is not None else None,
             to=list(record.to),
+            reply_to=record.reply_to,
             refused=({"control": refusal.control, "message": refusal.message} if refusal else None),
         )
 
@@ -329,8 +362,13 @@ class SwarmBus:
     def _evidence(
         self, kind: EvidenceKind, channel: str | None, caller: Caller, **data: JsonValue
     ) -> None:
-        who = {"member": caller.member, "loop": caller.loop, "nested": not caller.own}
-        self._evidence_log.log({"type": "comm", "kind": kind, "channel": channel, **who, **data})
+        member, loop, own, _ = caller
+        self._evidence_log.log(
+            {
+                "type": "comm", "kind": kind, "channel": channel,
+                "member": member, "loop": loop, "nested": not own, **data,
+            }
+        )  # fmt: skip
 
     # -- notices ---------------------------------------------------------------------------
 
@@ -540,16 +578,6 @@ class SwarmBus:
         if self._all_waiting():
             self._release("all_waiting")
 
-    def open_work(self, member: str | None) -> dict[str, list[str]]:
-        """What each channel holds still to be done (for `member`, or anyone), by channel."""
-        found: dict[str, list[str]] = {}
-        for name, opened in self._channels.items():
-            if opened.work:
-                ids = list(cast(WorkState, opened.state).open_work(member))
-                if ids:
-                    found[name] = ids
-        return found
-
     # -- the runtime's calls ---------------------------------------------------------------
 
     def member_started(self, name: str) -> None:
@@ -578,6 +606,29 @@ class SwarmBus:
     def close(self) -> None:
         """The run has ended."""
         self.begin_stop()
+
+    # -- work --------------------------------------------------------------------------------
+
+    def outstanding(self) -> dict[str, Outstanding]:
+        """What each channel that hands out work (its state is a `WorkState`) holds open or
+        unread now, by channel name; settled channels are left out, so `{}` means none."""
+        found: dict[str, Outstanding] = {}
+        for name, o in self._channels.items():
+            if o.working:
+                held = cast(WorkState, o.state).outstanding()
+                if not held.settled:
+                    found[name] = held
+        return found
+
+    def assigned(self, member: str) -> list[Assignment]:
+        """The work the swarm's channels have given `member` and it has not finished, channel
+        by channel in the order of `swarm(channels=...)`."""
+        return [
+            assignment
+            for o in self._channels.values()
+            if o.working
+            for assignment in cast(WorkState, o.state).assigned(member)
+        ]
 
     # -- metrics ---------------------------------------------------------------------------
 

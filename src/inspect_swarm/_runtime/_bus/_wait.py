@@ -19,8 +19,9 @@ class Waits(Protocol):
         ...
 
 
-def swarm_wait(bus: Waits) -> Tool:
-    """The `swarm_wait` tool of one run."""
+def swarm_wait(bus: Waits, path: str | None) -> Tool:
+    """The `swarm_wait` tool of one run. It has a `path` argument, which `path` describes,
+    only when a channel the loop reaches narrows its news by one (`Channel.wait_path`)."""
 
     # held weakly, as inspect_ai keeps every tool function it has described
     bus_ref = weakref.ref(bus)
@@ -28,15 +29,15 @@ def swarm_wait(bus: Waits) -> Tool:
     async def execute(path: str | None = None, timeout: int | None = None) -> str:  # noqa: ASYNC109
         """Wait until other members' work gives you something to look at.
 
-        Returns at once if a shared memory file you watch has a change you did not write and
-        have not viewed, or another member has ended; otherwise blocks until that happens.
-        It also returns when every member is waiting, when the swarm stops, or after the
-        timeout. The result names changed files by id and ended members by name: view a file
-        with the shared_memory tool to read it. Use it instead of polling.
+        Returns at once if the swarm's channels have news for you (a change another member
+        made that you have not looked at, a message to you) or another member has ended;
+        otherwise blocks until there is. It also returns when every member is waiting, when
+        the swarm stops, or after the timeout. The result names what changed by id and ended
+        members by name, never content: read it with the channel's own tool. Use it instead
+        of polling.
 
         Args:
-            path: The shared memory file or directory to watch (a path under /shared_memory
-                or a file id such as f-3). The whole board if not given.
+            path: What to watch.
             timeout: The most seconds to wait.
         """
         live = bus_ref()
@@ -45,6 +46,12 @@ def swarm_wait(bus: Waits) -> Tool:
         return await live.wait(path, timeout)
 
     limit = f"The most seconds to wait: at most {bus.max_wait}, which is also the default."
-    return ToolDef(
-        execute, name="swarm_wait", parameters={"timeout": limit}, parallel=False
-    ).as_tool()
+    tool = ToolDef(
+        execute,
+        name="swarm_wait",
+        parameters={"path": path or "", "timeout": limit},
+        parallel=False,
+    )
+    if path is None:
+        del tool.parameters.properties["path"]
+    return tool.as_tool()
