@@ -12,8 +12,10 @@ import pytest
 from inspect_swarm.sandbox import SwarmServerConfig
 
 from ..server.conftest import (
+    ENGINES,
     KEY,
     Server,
+    engine_args,
     environment_args,
     needs_namespaces,
     point_e2b_at,
@@ -34,13 +36,26 @@ def tests_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory
 
 
+@pytest.fixture(scope="package", params=ENGINES)
+def engine(request: pytest.FixtureRequest) -> str:
+    """The engine of the folder's server (`--engines` picks)."""
+    return str(request.param)
+
+
 @pytest.fixture(scope="package")
-def server(tmp_path_factory: pytest.TempPathFactory, tests_dir: Path) -> Iterator[Server]:
-    """One server for the folder, with 8 GiB to book (E2B sandboxes book 1 GiB each)."""
+def server(
+    tmp_path_factory: pytest.TempPathFactory,
+    tests_dir: Path,
+    request: pytest.FixtureRequest,
+    engine: str,
+) -> Iterator[Server]:
+    """One server for the folder, with 8 GiB to book (E2B sandboxes book 1 GiB each), on
+    each engine."""
     # the environment whose python the agents run
     handle = start_server(
         tmp_path_factory.mktemp("e2b") / "state",
         *("--memory-gib", "8", "--expose", f"{tests_dir}:/tests", *environment_args()),
+        *engine_args(request, engine),
     )
     yield handle
     handle.kill(signal.SIGTERM)

@@ -1,16 +1,29 @@
 """Attacks from inside a sandbox the Ray engine placed on a worker node: the cluster's own
-ports (the head's GCS and client server, each node's raylet, object manager and workers) and
-other sandboxes are out of its reach; only the server's address is forwarded."""
+ports (the head's GCS and client server, each node's raylet, object manager and workers, a
+long-lived sandbox's relay among them) and other sandboxes are out of its reach; only the
+server's address is forwarded. And from outside: another account's key reaches no sandbox
+on a node through the server's relay."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import signal
+import socket
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from ..ray_cluster import RayCluster
-from ..server.conftest import Server, needs_namespaces, start_ray_server, wait_for
+from ..server.conftest import (
+    OTHER_KEY,
+    Server,
+    needs_namespaces,
+    point_e2b_at,
+    start_ray_server,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.ray, needs_namespaces]
 
@@ -64,3 +77,59 @@ def test_a_sandbox_cannot_reach_another_sandbox_of_the_run(server: Server) -> No
         run = client.swarms.start(script, count=2, size="1x1", concurrency=2)
         sandboxes = wait_for(client, run["id"])["sandboxes"]
     assert sandboxes[1]["stdoutTail"] == "refused\n"  # type: ignore[index]
+
+
+def _listening(ports: list[int]) -> list[int]:
+    """The ports something listens on, as this test process (in the cluster's namespace)
+    sees them."""
+    found = []
+    for port in ports:
+        with contextlib.suppress(OSError):
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+            found.append(port)
+    return found
+
+
+@pytest.fixture
+def sbx(server: Server, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A sandbox made through the unmodified e2b SDK, which Ray places on a worker."""
+    e2b = pytest.importorskip("e2b")
+    point_e2b_at(server, monkeypatch)
+    made = e2b.Sandbox.create(timeout=60)
+    yield made
+    made.kill()
+
+
+def test_a_long_lived_sandbox_reaches_neither_its_relay_nor_the_cluster(
+    server: Server, ray_cluster: RayCluster, sbx: Any
+) -> None:
+    ports = [ray_cluster.port, ray_cluster.port + 1]
+    for base in ray_cluster.workers.values():  # raylet, object manager, every worker port
+        ports += [base, base + 1, *range(base + 10, base + 100)]
+    server_port = int(server.url.rsplit(":", 1)[1])
+    # the sandbox's relay is a worker of its node, listening on one of these ports
+    assert len(_listening(ports)) > len(ray_cluster.workers) * 2 + 2
+    sbx.files.write("/tmp/probe.py", _PROBE)
+    probe = sbx.commands.run(f"python3 /tmp/probe.py {' '.join(map(str, [*ports, server_port]))}")
+    assert probe.stdout == f"reached {server_port}\n"
+
+
+def test_another_accounts_key_reaches_no_sandbox_on_a_node(server: Server, sbx: Any) -> None:
+    with server.http(OTHER_KEY) as other:
+        assert other.get(f"/v1/sandboxes/{sbx.sandbox_id}").status_code == 404
+        assert other.delete(f"/v1/sandboxes/{sbx.sandbox_id}").status_code == 404
+        # envd, by the sandbox's id, without its access token: refused before any relay
+        made = other.post(
+            "/filesystem.Filesystem/MakeDir",
+            headers={"E2b-Sandbox-Id": sbx.sandbox_id, "Content-Type": "application/json"},
+            content=json.dumps({"path": "/tmp/pwned"}),
+        )
+        assert made.status_code == 401, made.text
+        read = other.get(
+            "/files",
+            params={"path": "/etc/hostname"},
+            headers={"E2b-Sandbox-Id": sbx.sandbox_id},
+        )
+        assert read.status_code == 401, read.text
+    assert not sbx.files.exists("/tmp/pwned")
+    assert sbx.is_running()

@@ -5,17 +5,97 @@ The engine that runs sandboxes on this machine (`_local_engine`) is one; another
 machines, plugs in by doing the same. An engine writes what happens to runs and their
 sandboxes through `Runs`, and asks the domain for each sandbox's variables (with a key of its
 own) through its `SandboxCredentials` (the domain's `Keyring`).
+
+A sandbox outside runs is used through `LiveSandbox` and its processes through `LiveProcess`:
+the local engine's are this machine's (`_isolation`); an engine of many machines gives
+stand-ins that relay each operation to the node holding the sandbox.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Mapping
-from typing import Any, Protocol
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
 
 import anyio.abc
 
-from ._isolation import Sandbox
+from ._isolation import User
 from ._model import RunRecord, Size
+
+T = TypeVar("T")
+
+
+class LiveProcess(Protocol):
+    """A process started in a sandbox outside runs, with pipes (stdin when asked for)."""
+
+    @property
+    def pid(self) -> int:
+        """Its pid, as seen inside the sandbox."""
+        ...
+
+    @property
+    def returncode(self) -> int | None:
+        """Its exit status once waited for (negative: killed by that signal)."""
+        ...
+
+    async def wait(self) -> int:
+        """Wait until it exits (any number of tasks may wait)."""
+        ...
+
+    def signal(self, sig: int) -> None:
+        """Signal its whole process group."""
+        ...
+
+    def chunks(self, stream: str) -> AsyncIterator[bytes]:
+        """Its output on `stream` ("stdout" or "stderr") until end of file."""
+        ...
+
+    async def write_stdin(self, data: bytes) -> None:
+        """Write all of `data` to its stdin (BrokenPipeError once that is closed)."""
+        ...
+
+    def close_stdin(self) -> None:
+        """Close its stdin, so it reads end of file."""
+        ...
+
+
+class LiveSandbox(Protocol):
+    """A sandbox outside runs, wherever its engine made it."""
+
+    @property
+    def node(self) -> str | None:
+        """The node of the engine's cluster it is on (None on an engine of one machine)."""
+        ...
+
+    async def exec(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        cwd: str | None = None,
+        user: User = ...,
+        stdin: bool = False,
+    ) -> LiveProcess:
+        """Start `argv` in the sandbox (SandboxError once it has ended)."""
+        ...
+
+    def forget(self, process: Any) -> None:
+        """Let go of a process that has exited."""
+        ...
+
+    def user(self, name: str) -> User:
+        """A user of the sandbox's /etc/passwd (SandboxError for none); blocks."""
+        ...
+
+    def as_user(self, user: User, operation: Callable[[str], T]) -> T:
+        """`operation(root)` on the sandbox's files with `user`'s rights; blocks."""
+        ...
+
+    async def ended(self) -> str | None:
+        """Wait until the sandbox ends on its own; why, when it is not its PID 1's end."""
+        ...
+
+    async def close(self) -> None:
+        """End the sandbox and remove everything of it."""
+        ...
 
 
 class SandboxCredentials(Protocol):
@@ -83,9 +163,9 @@ class Engine(Protocol):
         """Give back what `book` took."""
         ...
 
-    async def create_sandbox(self, sandbox_id: str, size: Size) -> Sandbox:
-        """Make a sandbox outside a run, on memory booked for it (SandboxError or OSError
-        when it cannot)."""
+    async def create_sandbox(self, sandbox_id: str, size: Size) -> LiveSandbox:
+        """Make a sandbox outside a run, on memory booked for it, placed by `size` where the
+        engine has several machines (SandboxError or OSError when it cannot)."""
         ...
 
     def start_soon(self, func: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:

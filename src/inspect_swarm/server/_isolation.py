@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import ClassVar, Literal, TypeVar
 
 import anyio
 
@@ -142,6 +142,8 @@ class Sandbox:
     _processes: set[ChildProcess] = field(default_factory=set)
     reusable = False
     """Whether `reset` can make this sandbox into a fresh one."""
+    node: ClassVar[str | None] = None
+    """The node it is on: none, this machine's sandboxes being on the server's."""
 
     @property
     def root(self) -> str:

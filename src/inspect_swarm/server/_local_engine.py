@@ -22,7 +22,7 @@ import anyio.lowlevel
 from anyio.abc import TaskGroup
 
 from ._cgroups import Limits
-from ._engine import SandboxCredentials
+from ._engine import LiveSandbox, SandboxCredentials
 from ._isolation import Sandbox, SandboxError, SandboxHost
 from ._model import (
     GIB,
@@ -180,7 +180,7 @@ class LocalEngine:
         self._running -= 1
         self._wake()
 
-    async def create_sandbox(self, sandbox_id: str, size: Size) -> Sandbox:
+    async def create_sandbox(self, sandbox_id: str, size: Size) -> LiveSandbox:
         """Boot a sandbox outside a run."""
         return await self.host.create(sandbox_id, limits(size))
 

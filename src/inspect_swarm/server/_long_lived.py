@@ -15,8 +15,8 @@ from typing import Any
 
 import anyio
 
-from ._engine import Engine
-from ._isolation import Sandbox, SandboxError
+from ._engine import Engine, LiveSandbox
+from ._isolation import SandboxError
 from ._keys import Owner
 from ._leases import Keyring, Leases
 from ._model import (
@@ -47,7 +47,7 @@ class LongLivedSandbox:
     call's)."""
     token: str
     """The access token its E2B daemon requires (`X-Access-Token`)."""
-    sandbox: Sandbox
+    sandbox: LiveSandbox
     started_at: float
     end_at: float
     scope: anyio.CancelScope
@@ -67,6 +67,7 @@ class LongLivedSandbox:
             self.metadata,
             self.started_at,
             self.end_at,
+            node=self.sandbox.node,
         )
 
 
@@ -130,12 +131,13 @@ class LongLivedSandboxes:
         return box
 
     async def _lifetime(self, box: LongLivedSandbox) -> None:
-        why = "server stopped"
+        why: str | None = "server stopped"
         try:
             with box.scope:
-                await box.sandbox.ended()
-            # unless ended by us, its deadline passed or its PID 1 was killed (from outside)
-            why = "timeout" if box.scope.cancelled_caught else "init ended"
+                why = await box.sandbox.ended()
+            # unless ended by us, its deadline passed or its PID 1 was killed (from outside),
+            # or its engine says why (its node was lost)
+            why = "timeout" if box.scope.cancelled_caught else why or "init ended"
         finally:
             with anyio.CancelScope(shield=True):
                 del self._live[box.id]

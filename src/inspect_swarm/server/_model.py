@@ -207,6 +207,8 @@ class LongLivedRecord:
     """When it ends unless its timeout is set again."""
     ended_at: float | None = None
     end_reason: str | None = None
+    node: str | None = None
+    """The node of the engine's cluster it is on (None on an engine of one machine)."""
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ room for it, and queues it until one has. The task makes the sandbox with the sa
 runtime as this machine's (`_ray_node`), runs the command, and sends the outcome back (output
 tails, result file). The server keeps the rest: the API, SQLite, keys.
 
-Long-lived sandboxes (`POST /v1/sandboxes`, E2B) are made on the server's own machine, by the
-local engine's host.
+Long-lived sandboxes (`POST /v1/sandboxes`, E2B) are placed the same way, each held on its
+node by a relay that the server's stand-in (`_ray_sandbox`) sends every operation to.
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ import ray
 import ray.exceptions
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from ._engine import SandboxCredentials
+from ._engine import LiveSandbox, SandboxCredentials
 from ._isolation import IsolationConfig, SandboxHost
-from ._local_engine import EngineRun, LocalEngine, Slot
-from ._model import GIB, EndStatus, Outcome, Settings
+from ._local_engine import EngineRun, LocalEngine, Slot, limits
+from ._model import GIB, EndStatus, Outcome, Settings, Size
 from ._ray_node import Cancellations, Event, NodeJob, run_on_node
+from ._ray_sandbox import place_sandbox
 from ._runs import Runs
 from ._sandbox_command import Tails, command_env
 
@@ -127,6 +128,10 @@ class RayEngine(LocalEngine):
             raise
         finally:
             self.credentials.revoke(sandbox_id)
+
+    async def create_sandbox(self, sandbox_id: str, size: Size) -> LiveSandbox:
+        """Have Ray place a sandbox outside a run on a node with room for it."""
+        return await place_sandbox(self._node_isolation, sandbox_id, limits(size))
 
     def _end_run(self, run_id: str, status: EndStatus, reason: str) -> None:
         if run_id in self._runs:

@@ -85,25 +85,38 @@ class Cancellations:
             event.set()
 
 
+def process_host(isolation: IsolationConfig) -> SandboxHost:
+    """A sandbox host of this worker process's own, in a directory of its own under the
+    node's (those of the node's workers that died are removed first)."""
+    root = isolation.state_dir
+    _clear_dead_workers(root)
+    host = SandboxHost(replace(isolation, state_dir=root / f"w{os.getpid()}"))
+    host.reap_leftovers()
+    return host
+
+
+def remove_host(host: SandboxHost) -> None:
+    """Remove what `host` leaves once closed: its cgroups and its directory."""
+    with contextlib.suppress(Exception):
+        host.cgroups.remove_base()
+    shutil.rmtree(host.config.state_dir, ignore_errors=True)
+
+
 class _Worker:
     """This worker process's sandbox host, on an event loop of its own."""
 
     def __init__(self, isolation: IsolationConfig) -> None:
-        root = isolation.state_dir
-        _clear_dead_workers(root)
         self._exit = contextlib.ExitStack()
         self.portal: BlockingPortal = self._exit.enter_context(start_blocking_portal())
-        self.host = SandboxHost(replace(isolation, state_dir=root / f"w{os.getpid()}"))
-        self.host.reap_leftovers()
+        self.host = process_host(isolation)
         atexit.register(self.close)
 
     def close(self) -> None:
         """End every sandbox, remove the host's cgroups and directory, stop the loop."""
         with contextlib.suppress(Exception):
             self.portal.call(self.host.aclose)
-            self.host.cgroups.remove_base()
         self._exit.close()
-        shutil.rmtree(self.host.config.state_dir, ignore_errors=True)
+        remove_host(self.host)
 
 
 _worker: _Worker | None = None

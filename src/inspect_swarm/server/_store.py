@@ -67,7 +67,7 @@ CREATE TABLE IF NOT EXISTS long_lived (
     sandbox_id TEXT PRIMARY KEY, account TEXT NOT NULL, lease_id TEXT NOT NULL,
     template TEXT NOT NULL, vcpus INTEGER NOT NULL, memory_gb INTEGER NOT NULL,
     metadata TEXT NOT NULL, started_at REAL NOT NULL, end_at REAL NOT NULL,
-    ended_at REAL, end_reason TEXT, lineage TEXT NOT NULL DEFAULT '/'
+    ended_at REAL, end_reason TEXT, lineage TEXT NOT NULL DEFAULT '/', node TEXT
 );
 CREATE INDEX IF NOT EXISTS sandboxes_status ON sandboxes (status);
 CREATE INDEX IF NOT EXISTS runs_account ON runs (account, seq);
@@ -272,8 +272,8 @@ class Store:
         """Record a long-lived sandbox."""
         self._write(
             "INSERT INTO long_lived (sandbox_id, account, lineage, lease_id, template, vcpus,"
-            " memory_gb, metadata, started_at, end_at, ended_at, end_reason)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " memory_gb, metadata, started_at, end_at, ended_at, end_reason, node)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 record.sandbox_id,
                 record.account,
@@ -287,6 +287,7 @@ class Store:
                 record.end_at,
                 record.ended_at,
                 record.end_reason,
+                record.node,
             ),
         )
 
@@ -309,6 +310,7 @@ class Store:
             row["end_at"],
             row["ended_at"],
             row["end_reason"],
+            row["node"],
         )
 
     def update_long_lived(self, sandbox_id: str, fields: Mapping[str, Any]) -> None:
@@ -415,9 +417,10 @@ def _migrate(db: sqlite3.Connection, path: Path) -> None:
     db.executescript(_SCHEMA)
     if earlier and version < 1:
         _to_version_1(db)
-    if earlier and "node" not in _columns(db, "sandboxes"):
-        # version 2: the node each sandbox of a run ran on (engines of more than one machine)
-        db.execute("ALTER TABLE sandboxes ADD COLUMN node TEXT")
+    for table in ("sandboxes", "long_lived"):
+        if earlier and "node" not in _columns(db, table):
+            # version 2: the node each sandbox ran on (engines of more than one machine)
+            db.execute(f"ALTER TABLE {table} ADD COLUMN node TEXT")
     db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 

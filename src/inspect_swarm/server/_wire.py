@@ -107,6 +107,7 @@ def long_lived_object(
         "endAt": iso(record.end_at) if running else None,
         "endedAt": iso(record.ended_at),
         "endReason": record.end_reason,
+        "node": record.node,
     }
     if running and access is not None:
         obj.update(access)

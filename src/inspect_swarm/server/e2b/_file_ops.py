@@ -12,7 +12,8 @@ from typing import TypeVar
 
 import anyio
 
-from .._isolation import Sandbox, User
+from .._engine import LiveSandbox
+from .._isolation import User
 from .._sandbox_files import resolve_final, walk_parent
 
 T = TypeVar("T")
@@ -40,7 +41,7 @@ def resolve(path: str, user: User) -> str:
     return os.path.normpath(path if path.startswith("/") else f"{user.home}/{path}")
 
 
-async def as_user(sandbox: Sandbox, user: User, operation: Callable[[str], T]) -> T:
+async def as_user(sandbox: LiveSandbox, user: User, operation: Callable[[str], T]) -> T:
     """Run `operation(root)` on the sandbox's files with `user`'s permissions, off the loop."""
     return await anyio.to_thread.run_sync(sandbox.as_user, user, operation)
 

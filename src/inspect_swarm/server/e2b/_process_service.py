@@ -16,7 +16,7 @@ from e2b.envd.process import process_pb as pb
 from e2b.envd.process.process_connect import Process
 from protobuf import Oneof
 
-from .._child_process import ChildProcess
+from .._engine import LiveProcess
 from .._isolation import SandboxError
 from ._envd import Envd, connect_errors
 
@@ -53,7 +53,7 @@ class Command:
     def __init__(
         self,
         box: LongLivedSandbox,
-        process: ChildProcess,
+        process: LiveProcess,
         config: pb.ProcessConfig,
         tag: str | None,
         stdin: bool,
