@@ -35,7 +35,7 @@ from ._model import (
     Size,
 )
 from ._runs import Runs
-from ._sandbox_command import Tails, command_env, run_command
+from ._sandbox_command import Slot, Tails, command_env, run_command
 
 _DRAIN_SECONDS = 0.5
 _TICK_SECONDS = 1.0
@@ -67,13 +67,6 @@ class EngineRun:
     @property
     def size(self) -> Size:
         return self.record.spec.size
-
-
-@dataclass
-class Slot:
-    """The sandbox a sandbox task holds between the sandboxes of a run it runs in turn."""
-
-    sandbox: Sandbox | None = None
 
 
 def limits(size: Size) -> Limits:
@@ -281,7 +274,7 @@ class LocalEngine:
     async def _sandbox_task(self, run: EngineRun, idx: int, scope: anyio.CancelScope) -> None:
         """Run the sandbox `idx` of `run`, then the run's next queued ones in turn, each in
         the last one's sandbox made anew where it can be (on the memory booked for the first)."""
-        slot = Slot()
+        slot = self._new_slot()
         try:
             while True:
                 await self._one(run, idx, scope, slot)
@@ -291,10 +284,16 @@ class LocalEngine:
                 scope = self._begin(run, idx)
         finally:
             try:
-                if slot.sandbox is not None:
-                    await slot.sandbox.close()
+                await self._end_slot(slot)
             finally:
                 self._give_back(run.size)
+
+    def _new_slot(self) -> Slot:
+        return Slot()
+
+    async def _end_slot(self, slot: Slot) -> None:
+        """End what the slot holds (its sandbox kept for the run's next)."""
+        await slot.close()
 
     async def _one(self, run: EngineRun, idx: int, scope: anyio.CancelScope, slot: Slot) -> None:
         # the output so far is the sandbox's even when it is stopped midway
@@ -317,36 +316,18 @@ class LocalEngine:
     async def _execute(self, run: EngineRun, idx: int, slot: Slot, tails: Tails) -> Outcome:
         sandbox_id, item = self.runs.input(run.id, idx)
         try:
-            sandbox = await self._sandbox_for(run, sandbox_id, slot)
+            sandbox = await slot.sandbox_for(self.host, sandbox_id, limits(run.size))
         except (SandboxError, OSError) as ex:
             return Outcome("failed", f"boot failed: {ex}")
         keep = False
         try:
             outcome = await self._command(run, idx, sandbox, item, tails)
-            keep = bool(run.queue) and sandbox.reusable
+            keep = bool(run.queue)
             return outcome
         finally:
             self.credentials.revoke(sandbox_id)
             # what the sandbox ran is over before its end is recorded, unless it is kept
-            if not keep:
-                slot.sandbox = None
-                await sandbox.close()
-
-    async def _sandbox_for(self, run: EngineRun, sandbox_id: str, slot: Slot) -> Sandbox:
-        """The slot's sandbox made anew as `sandbox_id`, or a new one (kept in the slot)."""
-        if slot.sandbox is not None:
-            kept, slot.sandbox = slot.sandbox, None
-            try:
-                await kept.reset(sandbox_id)
-                slot.sandbox = kept
-                return kept
-            except (SandboxError, OSError):
-                pass  # a new one, then
-            finally:
-                if slot.sandbox is None:
-                    await kept.close()
-        slot.sandbox = await self.host.create(sandbox_id, limits(run.size))
-        return slot.sandbox
+            await slot.done(keep)
 
     async def _command(
         self, run: EngineRun, idx: int, sandbox: Sandbox, item: SandboxInput, tails: Tails

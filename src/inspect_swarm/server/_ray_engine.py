@@ -14,7 +14,8 @@ node by a relay that the server's stand-in (`_ray_sandbox`) sends every operatio
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
+import uuid
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +26,12 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ._engine import LiveSandbox, SandboxCredentials
 from ._isolation import IsolationConfig, SandboxHost
-from ._local_engine import EngineRun, LocalEngine, Slot, limits
+from ._local_engine import EngineRun, LocalEngine, limits
 from ._model import GIB, EndStatus, Outcome, Settings, Size
-from ._ray_node import Cancellations, Event, NodeJob, run_on_node
+from ._ray_node import Dispatch, Event, NodeJob, run_slot
 from ._ray_sandbox import place_sandbox
 from ._runs import Runs
-from ._sandbox_command import Tails, command_env
+from ._sandbox_command import Slot, Tails, command_env
 
 NODE_STATE_DIR = Path("/var/tmp/inspect-swarm-ray")
 """Where each node keeps its sandboxes (each worker process under a directory of its own)."""
@@ -39,14 +40,25 @@ _CANCEL_GRACE_SECONDS = 30.0
 """How long a cancelled sandbox's node has to end it before its end is recorded anyway."""
 
 _MOST_WAITS = 1_000_000
-"""The most calls the cancellations actor holds at once (one per running sandbox)."""
+"""The most calls the dispatch actor holds at once (two per running slot)."""
 
 _WILDCARDS = ("0.0.0.0", "::", "")
 
 logger = logging.getLogger(__name__)
 
-_task = ray.remote(max_retries=0, num_returns="streaming")(run_on_node)
-_cancellations = ray.remote(Cancellations)
+_task = ray.remote(max_retries=0, num_returns="streaming")(run_slot)
+_dispatch_actor = ray.remote(Dispatch)
+
+
+@dataclass(eq=False)
+class RaySlot(Slot):
+    """A run's slot on the Ray engine: the task that holds its room on a node and runs the
+    run's sandboxes in turn there (the sandbox it keeps between them is the node's)."""
+
+    stream: Any = None
+    """The task's events, while it runs."""
+    node: str | None = None
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
 
 def connect(address: str | None) -> int:
@@ -78,7 +90,7 @@ class RayEngine(LocalEngine):
         super().__init__(runs, host, settings, credentials)
         connect(address)
         here = ray.get_runtime_context().get_node_id()
-        self._cancellations = _cancellations.options(  # type: ignore[attr-defined]
+        self._dispatcher: Any = _dispatch_actor.options(  # type: ignore[attr-defined]
             num_cpus=0,
             max_concurrency=_MOST_WAITS,
             scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
@@ -86,7 +98,11 @@ class RayEngine(LocalEngine):
         self._node_isolation = _node_isolation(host, server_host)
         self._isolation = ray_isolation(host)
 
+    def _new_slot(self) -> Slot:
+        return RaySlot()
+
     async def _execute(self, run: EngineRun, idx: int, slot: Slot, tails: Tails) -> Outcome:
+        assert isinstance(slot, RaySlot)
         record = run.record
         sandbox_id, item = self.runs.input(run.id, idx)
         credentials = self.credentials.sandbox_env(record.lease_id, sandbox_id, record.lineage)
@@ -97,37 +113,64 @@ class RayEngine(LocalEngine):
             record.spec,
             item,
             command_env(record, idx, item, credentials),
-            self._cancellations,
+            self._dispatcher,
+            slot.id,
         )
-        size = record.spec.size
-        stream: Any = _task.options(
-            num_cpus=size.vcpus, memory=size.memory_gb * GIB, scheduling_strategy="SPREAD"
-        ).remote(job)
-        node: str | None = None
+        if slot.stream is None:
+            size = record.spec.size
+            slot.node = None
+            slot.stream = _task.options(
+                num_cpus=size.vcpus, memory=size.memory_gb * GIB, scheduling_strategy="SPREAD"
+            ).remote(job)
+        else:
+            self._dispatcher.give.remote(slot.id, job)
+            if slot.node is not None:
+                self.runs.set_node(run.id, idx, slot.node)
         try:
-            async for ref in stream:
+            return await self._follow(run, idx, slot)
+        except BaseException:
+            # the output so far comes with the node's outcome
+            stream, slot.stream = slot.stream, None
+            tails.take(await _cancel(stream, started=slot.node is not None))
+            raise
+        finally:
+            self.credentials.revoke(sandbox_id)
+
+    async def _follow(self, run: EngineRun, idx: int, slot: RaySlot) -> Outcome:
+        """The sandbox's events from its slot's task, to its outcome (once the slot's sandbox
+        has ended, for the run's last)."""
+        node = slot.node
+        try:
+            async for ref in slot.stream:
                 event: Event = await ref
                 if event[0] == "node":
-                    node = event[1]
+                    node = slot.node = event[1]
                     self.runs.set_node(run.id, idx, node)
                 elif event[0] == "running":
                     self.runs.set_command_running(run.id, idx)
                 else:
+                    if not run.queue:
+                        await self._end_slot(slot)
                     return event[1]
-            return Outcome("failed", f"node {node} ended the sandbox without an outcome")
+            outcome = Outcome("failed", f"node {node} ended the sandbox without an outcome")
         except ray.exceptions.NodeDiedError:
-            return Outcome("failed", f"node lost: {node}; the sandbox ended with it")
+            outcome = Outcome("failed", f"node lost: {node}; the sandbox ended with it")
         except ray.exceptions.WorkerCrashedError:
-            return Outcome("failed", f"the worker process on node {node} died")
+            outcome = Outcome("failed", f"the worker process on node {node} died")
         except ray.exceptions.RayError as ex:
             logger.warning("sandbox %s of run %s failed in Ray: %s", idx, run.id, ex)
-            return Outcome("failed", f"internal error on node {node}: {_why(ex)}")
-        except BaseException:
-            # the output so far comes with the node's outcome
-            tails.take(await _cancel(stream, started=node is not None))
-            raise
-        finally:
-            self.credentials.revoke(sandbox_id)
+            outcome = Outcome("failed", f"internal error on node {node}: {_why(ex)}")
+        slot.stream = None  # the next sandbox of the run gets a new slot
+        return outcome
+
+    async def _end_slot(self, slot: Slot) -> None:
+        """Tell the slot's task to end, and wait (a while) until it has ended its sandbox."""
+        assert isinstance(slot, RaySlot)
+        stream, slot.stream = slot.stream, None
+        if stream is None:
+            return
+        self._dispatcher.give.remote(slot.id, None)
+        await _drain(stream)
 
     async def create_sandbox(self, sandbox_id: str, size: Size) -> LiveSandbox:
         """Have Ray place a sandbox outside a run on a node with room for it."""
@@ -135,13 +178,13 @@ class RayEngine(LocalEngine):
 
     def _end_run(self, run_id: str, status: EndStatus, reason: str) -> None:
         if run_id in self._runs:
-            self._cancellations.cancel.remote(run_id)  # type: ignore[attr-defined]
+            self._dispatcher.cancel.remote(run_id)
         super()._end_run(run_id, status, reason)
 
     def _maybe_complete(self, run_id: str) -> None:
         super()._maybe_complete(run_id)
         if run_id not in self._runs:
-            self._cancellations.forget.remote(run_id)  # type: ignore[attr-defined]
+            self._dispatcher.forget.remote(run_id)
 
     async def aclose(self) -> None:
         """End every sandbox, and leave the cluster."""
@@ -171,22 +214,28 @@ def _node_isolation(host: SandboxHost, server_host: str) -> IsolationConfig:
 
 
 async def _cancel(stream: Any, started: bool) -> Outcome | None:
-    """End a sandbox's task: one still waiting for a node never starts; a started one (which
-    its run's cancel reaches) is waited for (a while) until its node has ended the sandbox,
-    then killed."""
+    """End a sandbox's slot: one still waiting for a node never starts; a started one (which
+    its run's cancel reaches) is waited for (a while) until its node has ended the sandbox and
+    the slot, then killed. The sandbox's outcome, if its node sent it."""
     if not started:
         ray.cancel(stream)
+    return await _drain(stream)
+
+
+async def _drain(stream: Any) -> Outcome | None:
+    """Wait (a while) for a slot's task to end, then kill it; the last outcome it sent."""
+    outcome = None
     with anyio.CancelScope(shield=True), anyio.move_on_after(_CANCEL_GRACE_SECONDS) as grace:
         try:
             async for ref in stream:
                 event: Event = await ref
                 if event[0] == "ended":
-                    return event[1]
+                    outcome = event[1]
         except ray.exceptions.RayError:
             pass  # the task's end: cancelled, or its node gone
     if grace.cancelled_caught:
         ray.cancel(stream, force=True)
-    return None
+    return outcome
 
 
 def _why(ex: ray.exceptions.RayError) -> str:

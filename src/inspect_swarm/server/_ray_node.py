@@ -1,4 +1,5 @@
-"""What the Ray engine runs on a node of the cluster: one sandbox of a run, start to end.
+"""What the Ray engine runs on a node of the cluster: a slot of a run, which runs the run's
+sandboxes in turn, as the local engine's slots do.
 
 Ray places the task by the sandbox's size (its vCPUs and memory as Ray resources) and runs it
 in one of the node's worker processes. Each worker process keeps a sandbox host of its own (the
@@ -6,11 +7,12 @@ same isolation as the server's machine: namespaces and cgroups as root) and an e
 thread for it, both kept between the tasks it runs; the state directory of each is its own
 (`w<pid>` under the node's), so a worker that died leaves nothing another does not clear.
 
-The task reports as it goes (a streaming generator): the node it runs on, the command's start,
-then the outcome. A run's cancel reaches its running tasks through `Cancellations`, an actor
-of the server's that each task asks once (Ray's own interrupt of a running task does not
-reliably reach a task waiting on its sandbox): the sandbox is ended, then the task reports its
-outcome.
+The task reports as it goes (a streaming generator): the node it runs on, then for each
+sandbox the command's start and the outcome. Then it asks the server's `Dispatch` actor for
+the run's next sandbox, and runs it in the last one's sandbox made anew, keeping its room; it
+ends its sandbox and itself when the server has none for it. A run's cancel reaches its
+running tasks through `Dispatch` too (Ray's own interrupt of a running task does not reliably
+reach a task waiting on its sandbox): the sandbox is ended, then the task reports its outcome.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from ._cgroups import Limits
 from ._isolation import IsolationConfig, SandboxError, SandboxHost
 from ._model import GIB, Outcome, RunSpec, SandboxInput
-from ._sandbox_command import Tails, run_command
+from ._sandbox_command import Slot, Tails, run_command
 
 NODE_VARIABLE = "INSPECT_SWARM_NODE"
 """The variable that tells a sandbox the id of the node it runs on."""
@@ -59,16 +61,41 @@ class NodeJob:
     spec: RunSpec
     item: SandboxInput
     env: dict[str, str]
-    cancellations: Any
-    """The server's `Cancellations` actor."""
+    dispatch: Any
+    """The server's `Dispatch` actor."""
+    slot_id: str
+    """The slot (a Ray task) that runs it, and may run the run's next ones."""
 
 
-class Cancellations:
-    """The server's record of cancelled runs, which each task of a run waits on (a Ray actor
-    on the server's node: its calls are asyncio tasks that cost nothing while they wait)."""
+class Dispatch:
+    """The server's record of cancelled runs, which each slot of a run waits on, and the next
+    sandbox of each slot (a Ray actor on the server's node: its calls are asyncio tasks that
+    cost nothing while they wait)."""
 
     def __init__(self) -> None:
         self._runs: dict[str, asyncio.Event] = {}
+        self._slots: dict[str, asyncio.Queue[NodeJob | None]] = {}
+
+    def give(self, slot_id: str, job: NodeJob | None) -> None:
+        """The slot's next sandbox (None: the slot ends)."""
+        self._slots.setdefault(slot_id, asyncio.Queue()).put_nowait(job)
+
+    async def next(self, slot_id: str, run_id: str) -> NodeJob | None:
+        """The slot's next sandbox, once the server gives it; None once the run is cancelled
+        or the slot ends."""
+        queue = self._slots.setdefault(slot_id, asyncio.Queue())
+        given = asyncio.ensure_future(queue.get())
+        cancelled = asyncio.ensure_future(self.wait(run_id))
+        await asyncio.wait((given, cancelled), return_when=asyncio.FIRST_COMPLETED)
+        cancelled.cancel()
+        job = None
+        if given.done():
+            job = given.result()
+        else:
+            given.cancel()
+        if job is None:
+            self._slots.pop(slot_id, None)
+        return job
 
     async def wait(self, run_id: str) -> None:
         """Return once the run is cancelled (or forgotten)."""
@@ -139,16 +166,28 @@ def _clear_dead_workers(root: Path) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def run_on_node(job: NodeJob) -> Iterator[Event]:
-    """Run `job`'s sandbox on this node, reporting as it goes (see `Event`): Ray's task."""
+def run_slot(job: NodeJob) -> Iterator[Event]:
+    """Run `job`'s sandbox on this node, then the run's next ones the server gives this slot,
+    reporting as it goes (see `Event`): Ray's task."""
     node = ray.get_runtime_context().get_node_id()
     yield ("node", node)
-    cancelled = job.cancellations.wait.remote(job.run_id)
+    cancelled = job.dispatch.wait.remote(job.run_id)
     worker = _this_worker(job.isolation)
+    slot = Slot()
+    try:
+        next_job: NodeJob | None = job
+        while next_job is not None:
+            yield from _one(worker, next_job, node, slot, cancelled)
+            next_job = ray.get(job.dispatch.next.remote(job.slot_id, job.run_id))
+    finally:
+        worker.portal.call(slot.close)
+
+
+def _one(worker: _Worker, job: NodeJob, node: str, slot: Slot, cancelled: Any) -> Iterator[Event]:
     events: queue.SimpleQueue[Event] = queue.SimpleQueue()
     # made on the loop's thread (a running task's future cannot be cancelled: its scope can)
     scope = worker.portal.call(anyio.CancelScope)
-    worker.portal.start_task_soon(_sandbox, worker.host, job, node, scope, events.put)
+    worker.portal.start_task_soon(_sandbox, worker.host, job, node, slot, scope, events.put)
     try:
         while True:
             try:
@@ -173,6 +212,7 @@ async def _sandbox(
     host: SandboxHost,
     job: NodeJob,
     node: str,
+    slot: Slot,
     scope: anyio.CancelScope,
     report: Callable[[Event], None],
 ) -> None:
@@ -180,7 +220,8 @@ async def _sandbox(
     outcome = Outcome("cancelled", "cancelled")
     try:
         with scope:
-            outcome = await _run(host, job, node, lambda: report(("running", None)), tails)
+            started = lambda: report(("running", None))  # noqa: E731
+            outcome = await _run(host, job, node, slot, started, tails)
     except Exception as ex:
         outcome = Outcome("failed", f"internal error on node {node}: {type(ex).__name__}: {ex}")
     finally:
@@ -188,16 +229,26 @@ async def _sandbox(
 
 
 async def _run(
-    host: SandboxHost, job: NodeJob, node: str, started: Callable[[], None], tails: Tails
+    host: SandboxHost,
+    job: NodeJob,
+    node: str,
+    slot: Slot,
+    started: Callable[[], None],
+    tails: Tails,
 ) -> Outcome:
     size = job.spec.size
+    limits = Limits(size.memory_gb * GIB, size.vcpus)
     try:
-        sandbox = await host.create(job.sandbox_id, Limits(size.memory_gb * GIB, size.vcpus))
+        sandbox = await slot.sandbox_for(host, job.sandbox_id, limits)
     except (SandboxError, OSError) as ex:
         return Outcome("failed", f"boot failed on node {node}: {ex}")
+    keep = False
     try:
         env = {**job.env, NODE_VARIABLE: node}
-        return await run_command(sandbox, job.spec, job.item, env, started, tails)
+        outcome = await run_command(sandbox, job.spec, job.item, env, started, tails)
+        keep = True
+        return outcome
     finally:
+        # kept for the run's next sandbox, unless stopped midway: the server ends the slot
         with anyio.CancelScope(shield=True):
-            await sandbox.close()
+            await slot.done(keep)

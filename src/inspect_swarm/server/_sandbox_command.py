@@ -13,8 +13,9 @@ from dataclasses import dataclass, field, replace
 
 import anyio
 
+from ._cgroups import Limits
 from ._child_process import ChildProcess
-from ._isolation import Sandbox, SandboxError
+from ._isolation import Sandbox, SandboxError, SandboxHost
 from ._model import RESULT_BYTES, TAIL_BYTES, Outcome, RunRecord, RunSpec, SandboxInput
 
 _DRAIN_SECONDS = 0.5
@@ -57,6 +58,42 @@ class Tails:
             self.began = True
             self.streams["stdout"][:] = outcome.stdout_tail.encode()
             self.streams["stderr"][:] = (outcome.stderr_tail or "").encode()
+
+
+@dataclass
+class Slot:
+    """The sandbox a slot (a run's share of room: its size, on one machine) holds between the
+    sandboxes of the run it runs in turn, each in the last one's made anew where it can be."""
+
+    sandbox: Sandbox | None = None
+
+    async def sandbox_for(self, host: SandboxHost, sandbox_id: str, limits: Limits) -> Sandbox:
+        """The slot's sandbox made anew as `sandbox_id`, or a new one (kept in the slot)."""
+        if self.sandbox is not None:
+            kept, self.sandbox = self.sandbox, None
+            try:
+                await kept.reset(sandbox_id)
+                self.sandbox = kept
+                return kept
+            except (SandboxError, OSError):
+                pass  # a new one, then
+            finally:
+                if self.sandbox is None:
+                    await kept.close()
+        self.sandbox = await host.create(sandbox_id, limits)
+        return self.sandbox
+
+    async def done(self, keep: bool) -> None:
+        """A sandbox's command is over: keep its sandbox for the next (if it can be made
+        anew), or end it."""
+        if not (keep and self.sandbox is not None and self.sandbox.reusable):
+            await self.close()
+
+    async def close(self) -> None:
+        """End the slot's sandbox, if it holds one."""
+        sandbox, self.sandbox = self.sandbox, None
+        if sandbox is not None:
+            await sandbox.close()
 
 
 async def run_command(
