@@ -17,7 +17,14 @@ from inspect_swarm.sandbox import swarm_server
 from ..members.test_sandboxes import bash_call, run_envs, tool_results
 from ..ray_cluster import RayCluster
 from ..runtime.helpers import ALL_RUN
-from ..server.conftest import KEY, Server, environment_args, point_e2b_at, start_ray_server
+from ..server.conftest import (
+    KEY,
+    Server,
+    environment_args,
+    point_e2b_at,
+    start_ray_server,
+    wait_until,
+)
 from .test_cluster import leftovers
 
 e2b = pytest.importorskip("e2b")
@@ -98,3 +105,34 @@ def test_a_swarm_spreads_its_members_sandboxes_over_the_nodes(
     assert len(set(nodes.values())) == 2
     with server.http() as http:
         assert http.get("/v1/sandboxes").json()["sandboxes"] == []
+
+
+def test_a_lost_node_ends_its_long_lived_sandboxes_and_keeps_the_rest(
+    server: Server, ray_cluster: RayCluster
+) -> None:
+    ray_cluster.start_workers("w3")
+    lost = ray_cluster.node_id("w3")
+    with server.client() as client:
+        by_node: dict[str, str] = {}
+        # Ray spreads them over the three workers: soon one is on the third
+        while (lost not in by_node.values() or len(set(by_node.values())) < 2) and len(by_node) < 6:
+            box = client.sandboxes.create(size="1x1", timeout_seconds=120)
+            by_node[box["sandboxId"]] = client.sandboxes.get(box["sandboxId"])["node"]
+        assert lost in by_node.values() and len(set(by_node.values())) >= 2
+        ray_cluster.kill_worker("w3")
+
+        def ended_on_the_lost_node() -> bool:
+            return all(
+                client.sandboxes.get(s)["status"] == "ended"
+                for s, n in by_node.items()
+                if n == lost
+            )
+
+        wait_until(ended_on_the_lost_node, timeout=60)
+        for sandbox_id, node in by_node.items():
+            got = client.sandboxes.get(sandbox_id)
+            if node == lost:
+                assert got["endReason"] == f"node lost: {lost}"
+            else:
+                assert got["status"] == "running"
+                client.sandboxes.kill(sandbox_id)
