@@ -43,7 +43,8 @@ NODE_VARIABLE = "INSPECT_SWARM_NODE"
 Event = (
     tuple[Literal["node"], str] | tuple[Literal["running"], None] | tuple[Literal["ended"], Outcome]
 )
-"""What the task reports, in this order: its node, the command's start, the outcome."""
+"""What a slot's task reports: its node, then for each sandbox the command's start and its
+outcome."""
 
 _POLL_SECONDS = 0.2
 """How often a task waiting on its sandbox lets a cancel (an interrupt) in."""
