@@ -315,9 +315,10 @@ def burst(args: argparse.Namespace, tmp: Path) -> None:
             while http.get(f"/api/swarms/{run['id']}").json()["status"] != "completed":
                 time.sleep(0.05)
         for run_id, count in ((run["id"], 10), (big, args.sandboxes)):
-            latencies = anyio.run(
+            polls = anyio.run(
                 poll_latency, server.url, run_id, args.clients, 20, args.poll_interval
             )
+            latencies = [latency for _, latency in polls]
             print(
                 f"API GET /api/swarms/{{id}} ({count} sandboxes) under {args.clients} "
                 f"polling clients: p50 {statistics.median(latencies) * 1000:.1f} ms, "

@@ -134,3 +134,31 @@ def test_named_commands_and_flags_exist(page: Path) -> None:
                 wrong.append(f"`inspect-swarm {' '.join(command)}` has no command {word!r}")
                 break
     assert not wrong, f"{page.name}: " + "; ".join(sorted(set(wrong)))
+
+
+# `pip install inspect-swarm` (any spelling, extras or not) would take a package of that name
+# from the index, which is not this project: a page installs it from a checkout or a wheel.
+_FROM_INDEX = re.compile(
+    r"pip3? install\s[^\n]*?(?<![\w./@-])[\"']?inspect[-_.]swarm\b(?!\S*\s*@)", re.I
+)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_id)
+def test_the_project_is_never_installed_from_the_index(page: Path) -> None:
+    found = [m.group(0) for m in _FROM_INDEX.finditer(_text(page))]
+    assert not found, f"{page.name}: {found}: install from a checkout (pip install '.[extra]')"
+
+
+@pytest.mark.parametrize(
+    ("line", "from_index"),
+    [
+        ('pip install "inspect-swarm[ray]"', True),
+        ("pip install inspect_swarm", True),
+        ("pip install -U Inspect-Swarm==0.1", True),
+        ("pip install '.[ray]'", False),
+        ("pip install dist/inspect_swarm-0.1.0-py3-none-any.whl", False),
+        ('pip install "inspect_swarm[ray] @ file:///srv/inspect_swarm"', False),
+    ],
+)
+def test_an_install_from_the_index_is_recognised(line: str, from_index: bool) -> None:
+    assert bool(_FROM_INDEX.search(line)) is from_index

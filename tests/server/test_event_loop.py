@@ -4,6 +4,7 @@ stall would hold up every request (the API's latency under load)."""
 from __future__ import annotations
 
 import gc
+import os
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -139,6 +140,37 @@ async def test_a_burst_of_starts_leaves_the_event_loop_to_others_between_passes(
         assert sum(bursts) == 40 and max(bursts) == 16  # each pass starts 16 at most
     finally:
         gc.unfreeze()
+        await host.aclose()
+        host.cgroups.remove_base()
+        store.close()
+
+
+async def test_a_burst_of_starts_boots_a_few_sandboxes_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = Store(tmp_path / "swarm.db")
+    host = SandboxHost(IsolationConfig(tmp_path / "state", "namespaces"))
+    swarms = assemble(store, host, Settings(64))
+    booting, most = 0, 0
+    create = SandboxHost.create
+
+    async def counted(self: SandboxHost, sandbox_id: str, limits: Limits) -> Sandbox:
+        nonlocal booting, most
+        booting += 1
+        most = max(most, booting)
+        try:
+            return await create(self, sandbox_id, limits)
+        finally:
+            booting -= 1
+
+    monkeypatch.setattr(SandboxHost, "create", counted)
+    # one run of 24 at once: each sandbox is booted, none made anew from another
+    raw = {"command": "true", "count": 24, "size": {"vcpus": 1, "memoryGb": 1}}
+    try:
+        sandboxes = store.sandboxes(await run_to_completion(swarms, raw))
+        assert [s.status for s in sandboxes] == ["succeeded"] * 24
+        assert most == 2 * (os.cpu_count() or 1)
+    finally:
         await host.aclose()
         host.cgroups.remove_base()
         store.close()

@@ -240,7 +240,7 @@ async def _run(
     size = job.spec.size
     limits = Limits(size.memory_gb * GIB, size.vcpus)
     try:
-        sandbox = await slot.sandbox_for(host, job.sandbox_id, limits)
+        sandbox = await slot.sandbox_for(lambda new: host.create(new, limits), job.sandbox_id)
     except (SandboxError, OSError) as ex:
         return Outcome("failed", f"boot failed on node {node}: {ex}")
     keep = False

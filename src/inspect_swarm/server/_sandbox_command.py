@@ -8,14 +8,13 @@ the node Ray placed the sandbox on.
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 import anyio
 
-from ._cgroups import Limits
 from ._child_process import ChildProcess
-from ._isolation import Sandbox, SandboxError, SandboxHost
+from ._isolation import Sandbox, SandboxError
 from ._model import RESULT_BYTES, TAIL_BYTES, Outcome, RunRecord, RunSpec, SandboxInput
 
 _DRAIN_SECONDS = 0.5
@@ -67,8 +66,11 @@ class Slot:
 
     sandbox: Sandbox | None = None
 
-    async def sandbox_for(self, host: SandboxHost, sandbox_id: str, limits: Limits) -> Sandbox:
-        """The slot's sandbox made anew as `sandbox_id`, or a new one (kept in the slot)."""
+    async def sandbox_for(
+        self, boot: Callable[[str], Awaitable[Sandbox]], sandbox_id: str
+    ) -> Sandbox:
+        """The slot's sandbox made anew as `sandbox_id`, or a new one that `boot` makes (kept
+        in the slot)."""
         if self.sandbox is not None:
             kept, self.sandbox = self.sandbox, None
             try:
@@ -80,7 +82,7 @@ class Slot:
             finally:
                 if self.sandbox is None:
                     await kept.close()
-        self.sandbox = await host.create(sandbox_id, limits)
+        self.sandbox = await boot(sandbox_id)
         return self.sandbox
 
     async def done(self, keep: bool) -> None:
