@@ -153,8 +153,9 @@ def test_a_sandbox_scorer_sees_each_members_own_sandbox(
         return {"tool": "bash", "arguments": {"command": f"echo {text} > answer.txt"}}
 
     def turns(name: str, text: str) -> list[dict[str, Any]]:
-        # the member that is not first waits, so the answer (mode "first") is the other's
-        wait = [] if name == first else [{"text": "x", "delay": 0.3}]
+        # the member that is not first waits (past the other's sandbox tools install, which
+        # members take in turn), so the answer (mode "first") is the other's
+        wait = [] if name == first else [{"text": "x", "delay": 2.0}]
         return [write(text), *wait, {"submit": text}]
 
     [log] = eval(
