@@ -37,6 +37,8 @@ Answer = tuple[bool, Any]
 
 _PLACE_SECONDS = 120.0
 """How long a sandbox may wait for a node with room for it."""
+_PLACE_ATTEMPTS = 3
+"""Tries at placing a sandbox whose node dies before it is made there."""
 
 _CLOSE_SECONDS = 30.0
 """How long a sandbox's node has to end it before its relay is killed anyway."""
@@ -309,6 +311,22 @@ class RaySandbox:
 async def place_sandbox(isolation: IsolationConfig, sandbox_id: str, limits: Limits) -> RaySandbox:
     """Have Ray place a sandbox of `limits` on a node with room for it, and make it there
     (SandboxError when it cannot, or no node has had room for a while)."""
+    deadline = anyio.current_time() + _PLACE_SECONDS
+    died: ray.exceptions.ActorDiedError | None = None
+    for _ in range(_PLACE_ATTEMPTS):
+        try:
+            return await _place(isolation, sandbox_id, limits, deadline)
+        except ray.exceptions.ActorDiedError as ex:
+            # its node died before the sandbox was made there (Ray had not yet seen it go,
+            # and now has): nothing was left on it, and another node may have room
+            died = ex
+    raise SandboxError(f"the sandbox's node failed it: {died}")
+
+
+async def _place(
+    isolation: IsolationConfig, sandbox_id: str, limits: Limits, deadline: float
+) -> RaySandbox:
+    """One try of `place_sandbox` (ActorDiedError when its node died first)."""
     relay: Any = _relay.options(  # type: ignore[attr-defined]
         num_cpus=limits.vcpus,
         memory=limits.memory_bytes,
@@ -318,7 +336,7 @@ async def place_sandbox(isolation: IsolationConfig, sandbox_id: str, limits: Lim
     ).remote(isolation)
     sandbox = RaySandbox(relay, sandbox_id, None)
     try:
-        with anyio.fail_after(_PLACE_SECONDS):
+        with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
             sandbox.placed(_value(await relay.create.remote(sandbox_id, limits)))
     except TimeoutError:
         ray.kill(relay)  # still waiting for room: it has made nothing
@@ -329,7 +347,9 @@ async def place_sandbox(isolation: IsolationConfig, sandbox_id: str, limits: Lim
         ) from None
     except BaseException as ex:
         await sandbox.close()
-        if isinstance(ex, ray.exceptions.RayError):
+        if isinstance(ex, ray.exceptions.RayError) and not isinstance(
+            ex, ray.exceptions.ActorDiedError
+        ):
             raise SandboxError(f"the sandbox's node failed it: {ex}") from None
         raise
     return sandbox
