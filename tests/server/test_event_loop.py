@@ -152,7 +152,7 @@ async def test_a_burst_of_starts_boots_a_few_sandboxes_at_a_time(
     host = SandboxHost(IsolationConfig(tmp_path / "state", "namespaces"))
     swarms = assemble(store, host, Settings(64))
     booting, most = 0, 0
-    create = SandboxHost.create
+    create = SandboxHost._create
 
     async def counted(self: SandboxHost, sandbox_id: str, limits: Limits) -> Sandbox:
         nonlocal booting, most
@@ -163,7 +163,7 @@ async def test_a_burst_of_starts_boots_a_few_sandboxes_at_a_time(
         finally:
             booting -= 1
 
-    monkeypatch.setattr(SandboxHost, "create", counted)
+    monkeypatch.setattr(SandboxHost, "_create", counted)
     # one run of 24 at once: each sandbox is booted, none made anew from another
     raw = {"command": "true", "count": 24, "size": {"vcpus": 1, "memoryGb": 1}}
     try:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Mapping
@@ -38,15 +37,10 @@ from ._model import (
 from ._runs import Runs
 from ._sandbox_command import Slot, Tails, command_env, run_command
 
-_DRAIN_SECONDS = 0.5
 _TICK_SECONDS = 1.0
 _LAUNCHES_PER_PASS = 16
 """The most sandboxes one pass of the scheduler starts: between the passes of a burst of
 starts, the event loop answers requests (200 at once held it 6 ms)."""
-_BOOTS_PER_CPU = 2
-"""Sandboxes booting at once, per CPU. A boot is mostly the kernel's work (namespaces, mounts,
-cgroups, a disk); 200 at once on 2 CPUs kept requests waiting up to 100 ms for one, and a few
-at a time boot a run as fast while polls stay under 10 ms (`benchmarks/server_bench.py`)."""
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +89,6 @@ class LocalEngine:
         self._running = 0
         self._wakeup = anyio.Event()
         self._tg: TaskGroup | None = None
-        self._booting = anyio.CapacityLimiter(_BOOTS_PER_CPU * (os.cpu_count() or 1))
         self._isolation = host.describe()
         host.reap_leftovers()
 
@@ -181,12 +174,7 @@ class LocalEngine:
 
     async def create_sandbox(self, sandbox_id: str, size: Size) -> LiveSandbox:
         """Boot a sandbox outside a run."""
-        return await self._boot(sandbox_id, size)
-
-    async def _boot(self, sandbox_id: str, size: Size) -> Sandbox:
-        """Boot a sandbox, in a run or outside one, once fewer than the most are booting."""
-        async with self._booting:
-            return await self.host.create(sandbox_id, limits(size))
+        return await self.host.create(sandbox_id, limits(size))
 
     def start_soon(self, func: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
         """Run a task beside the scheduler, ended with the server (an error ends it alone)."""
@@ -327,7 +315,9 @@ class LocalEngine:
     async def _execute(self, run: EngineRun, idx: int, slot: Slot, tails: Tails) -> Outcome:
         sandbox_id, item = self.runs.input(run.id, idx)
         try:
-            sandbox = await slot.sandbox_for(lambda new: self._boot(new, run.size), sandbox_id)
+            sandbox = await slot.sandbox_for(
+                lambda new: self.host.create(new, limits(run.size)), sandbox_id
+            )
         except (SandboxError, OSError) as ex:
             return Outcome("failed", f"boot failed: {ex}")
         keep = False
