@@ -1,11 +1,4 @@
-"""Run a swarm of agents on one sample of an Inspect task.
-
-A swarm is an Inspect agent: pass `swarm()` as a task's solver, and the task's scorer scores
-the swarm's answer. Members run at the same time, each in its own timeline; a controller
-decides who starts and when the swarm is done; channels decide how members share
-information; a budget caps what the swarm spends. The swarm records what it did in the sample
-store: `inspect_swarm:result`, `inspect_swarm:ledger` and `inspect_swarm:metrics`.
-"""
+"""Run a swarm of agents on one sample of an Inspect task."""
 
 # The public API, for type checkers and IDEs; `__init__.py` imports each name on first use.
 from ._channels._filesystem_channel import filesystem

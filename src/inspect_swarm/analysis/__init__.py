@@ -21,8 +21,9 @@
   and the sample's `model_usage`.
 
 A sample without a ledger has nulls in the columns that come from the ledger. Where a sample
-ran two swarms, only the later one's ledger is kept, though its `model_usage` covers both. The columns read the
-sample's `store` and `model_usage`, so do not exclude either with `samples_df(exclude_fields=...)`.
+ran two swarms, only the later one's ledger is kept, though its `model_usage` covers both. The
+columns read the sample's `store` and `model_usage`, so do not exclude either with
+`samples_df(exclude_fields=...)`.
 
 `swarm_ledger()` reads a sample's whole ledger as a `SwarmLedger`, whose `members` are
 `MemberLedger`s with a `Meter` and `Calls` each. `SwarmLedger.model_json_schema()` describes every

@@ -19,8 +19,6 @@ from ._read import SwarmSample, arm_order, read_swarm_samples
 SpanKind: TypeAlias = Literal["model", "tool", "wait"]
 MarkKind: TypeAlias = Literal["write", "read", "end"]
 
-_NOT_TOOLS = ("submit", "swarm_wait")
-
 
 @dataclass(frozen=True)
 class TimelineSpan:

@@ -1,9 +1,4 @@
-"""The swarm server, its Swarms API client, CLI and MCP tools.
-
-A self-hosted server for the Swarms API (one shell command on many isolated sandboxes at
-once) and a client that works the same against it and against hosted servers. The swarm
-library never imports this package; its server needs the `server` extra.
-"""
+"""The swarm server, its Swarms API client, CLI and MCP tools."""
 
 # The public API, for type checkers and IDEs; `__init__.py` imports each name on first use.
 from ._client import (
