@@ -86,7 +86,8 @@ def project_texts(root: Path) -> Iterator[tuple[str, str]]:
     for path in [root / "README.md", *sorted((root / "docs").rglob("*.md"))]:
         if path.is_file():
             yield str(path.relative_to(root)), _FENCE.sub(" ", path.read_text(errors="replace"))
-    for path in sorted((root / "src").rglob("*.py")):
+    # the stubs (`.pyi`) too: IDEs show their docstrings
+    for path in sorted([*(root / "src").rglob("*.py"), *(root / "src").rglob("*.pyi")]):
         try:
             tree = ast.parse(path.read_text(errors="replace"))
         except SyntaxError:
