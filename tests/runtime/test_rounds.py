@@ -65,6 +65,8 @@ def test_each_round_shows_every_members_latest_answer(backend: str, tmp_path: Pa
     # the answer is the earliest submission of the final round
     assert result(sample)["final"]["mode"] == "first" and sample.output.completion == "42"
     assert [metrics_member(sample, m)["steps"] for m in ("react-1", "react-2")] == [3, 3]
+    # a submission in each of the three rounds
+    assert [metrics_member(sample, m)["submissions"] for m in ("react-1", "react-2")] == [3, 3]
 
 
 def test_rounds_can_end_with_a_vote(tmp_path: Path) -> None:

@@ -77,6 +77,11 @@ def test_verified_stops_at_the_first_submission_that_passes(backend: str, tmp_pa
     }
     counts = gates(sample)
     assert counts["react-1"] == (1, 0, None) and counts["react-3"] == (0, 0, None)
+    # the controller's checks are no submissions of the members'
+    submitted = {
+        m["name"]: m["submissions"] for m in sample.store["inspect_swarm:metrics"]["members"]
+    }
+    assert submitted == {"react-1": 1, "react-2": 1, "react-3": 0}
     checks, passes, first_pass = counts["react-2"]
     assert (checks, passes) == (1, 1)
     # the pass came after the member ended, and the swarm stopped on it

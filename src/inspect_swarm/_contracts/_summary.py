@@ -336,19 +336,11 @@ def _row(entry: dict[str, Any], m: dict[str, Any]) -> MemberRow:
         steps=int(m["steps"]),
         tokens=int(m["tokens"]),
         cost=float(m["cost"]),
-        submissions=submissions(entry),
+        submissions=int(m["submissions"]),
         sent=sum(c["records"] for c in comm.values()) if recorded else None,
         read=sum(c["reads"] for c in comm.values()) if recorded else None,
         waits=m["waits"],
     )
-
-
-def submissions(entry: dict[str, Any]) -> int:
-    """A member's submissions, from its entry of the result record: the ones its loop
-    checked, and a final one it ended with unchecked."""
-    # react checks each submission but the last, and returns at the first that passes
-    final_unchecked = 1 if entry["submitted"] and entry["gate_passes"] == 0 else 0
-    return int(entry["gate_checks"]) + final_unchecked
 
 
 def _reached(

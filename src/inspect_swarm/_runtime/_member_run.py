@@ -106,6 +106,9 @@ class MemberRun:
         self.tool_run = 0
         self.gate_checks = 0
         self.gate_passes = 0
+        self.submissions = 0
+        """Each submission its loop checked and went on from, and each turn it ended with
+        one (a controller's checks of them count none)."""
         self.first_pass_time: float | None = None
         # how it communicated (the bus's)
         self.comm = MemberComm()

@@ -164,6 +164,7 @@ def _returned(run: MemberHost, m: MemberRun, state: AgentState, limit: LimitType
     else:
         m.status = "submitted"
         m.submit_time = run.clock()
+        m.submissions += 1
     run.member_agent_returned(m)
 
 

@@ -45,7 +45,10 @@ class SwarmObserver:
             return
         if current_agent_span_id() != m.span_id:
             return  # a check in a subagent's loop is not the member's own
-        self.check(m, self.passes(event.score))
+        passed = self.passes(event.score)
+        self.check(m, passed)
+        if not passed:
+            m.submissions += 1  # the loop goes on; a pass ends it, and counts as it returns
 
     def passes(self, score: Score | None) -> bool:
         """Whether a check's score is a pass: 1.0 under Inspect's default converter."""

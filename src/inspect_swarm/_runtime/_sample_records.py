@@ -134,6 +134,7 @@ def metrics_record(
                 "gate_checks": m.gate_checks,
                 "gate_passes": m.gate_passes,
                 "first_pass_time": m.first_pass_time,
+                "submissions": m.submissions,
                 "delivery_effective": m.spec.delivery,
                 **(bus.member_metrics(m.name) if bus is not None else _NO_CHANNEL_METRICS),
             }

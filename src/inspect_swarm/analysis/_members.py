@@ -16,7 +16,6 @@ from inspect_ai.analysis._dataframe.evals.columns import EvalLogPath
 from inspect_ai.log import EvalLog, EvalSample, EvalSampleSummary
 
 from .._contracts._schema import LEDGER_KEY, METRICS_KEY, RESULT_KEY
-from .._contracts._summary import submissions
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -154,7 +153,7 @@ def _row(
         "tokens": m["tokens"],
         "cost": m["cost"],
         "calls": own["calls"]["calls"],
-        "submissions": submissions(entry),
+        "submissions": m["submissions"],
         "bridged": own["bridged"],
         "cancelled": own["cancelled"],
         "background_started": own["background_started"],
