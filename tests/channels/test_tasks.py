@@ -236,6 +236,16 @@ async def test_a_claim_ends_with_its_claimant() -> None:
     assert "Create refused: b has ended and can work on no task." in refused
 
 
+async def test_a_task_for_a_member_that_has_ended_is_no_open_work() -> None:
+    h = board()
+    await task(h, "a", command="create", title="for b", assignee="b")
+    await task(h, "a", command="create", title="for anyone")
+    assert h.bus_.outstanding()["tasks"] == Outstanding(open=("t-1", "t-2"))
+    h.end("b", "submitted")
+    # only b may claim t-1, so it holds the swarm back no more (quiescence would never come)
+    assert h.bus_.outstanding()["tasks"] == Outstanding(open=("t-2",))
+
+
 async def test_release_and_reopen() -> None:
     h = board()
     await task(h, "a", command="create", title="job", assignee="b")

@@ -455,8 +455,14 @@ class TaskList:
 
     def outstanding(self) -> Outstanding:
         now = self._bus.clock()
+        # a task for a member that has ended is work no one can take
+        takeable = [
+            t
+            for t in self.matching("open", now)
+            if t.assignee is None or self._bus.member_state(t.assignee) != "ended"
+        ]
         return Outstanding(
-            open=tuple(t.id for t in self.matching("open", now)),
+            open=tuple(t.id for t in takeable),
             claimed=tuple(t.id for t in self.matching("claimed", now)),
         )
 
