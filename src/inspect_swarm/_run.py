@@ -555,10 +555,9 @@ class SwarmRun:
 
     def _member_end(self, m: MemberRun, outside: BaseException | None) -> MemberEnd:
         """What the words on the member's end need, from the run as it is now."""
-        submitted = m.submitted and m.output is not None
         return MemberEnd(
             status=m.status,
-            answer=m.output.completion if submitted and m.output is not None else None,
+            answer=m.output.completion if m.submitted and m.output is not None else None,
             stop=self._stop_words() if self._stopping else None,
             grace=self.grace() if self._stopping else None,
             reach=self._enforcer.share_reached(m)

@@ -238,3 +238,8 @@ def test_refusals_at_swarm_time(kwargs: dict[str, Any], channels: list[Any], err
             controller=coordinator(**kwargs),
             channels=channels,
         )
+
+
+def test_a_lead_that_is_no_name_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match=r"coordinator\(lead=...\): lead must be a member's name"):
+        coordinator(lead=3)  # type: ignore[arg-type]

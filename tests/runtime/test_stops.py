@@ -309,7 +309,7 @@ def test_stop_conditions_compose_and_are_logged_by_their_fields(tmp_path: Path) 
         (lambda: stall(0), ValueError, r"stall\(calls=...\): calls must be .* not 0"),
         (lambda: stall(2.5), ValueError, "not 2.5"),
         (lambda: quiescent(-1), ValueError, r"quiescent\(settle=...\): .* not -1"),
-        (lambda: quiescence(settle="2"), ValueError, "not '2'"),
+        (lambda: quiescence(settle="2"), ValueError, r"quiescence\(settle=...\): .* not '2'"),
         (lambda: any_of(), ValueError, r"any_of\(\): give it at least one"),
         (lambda: all_of(submission(), "stall"), TypeError, "'stall' is not a stop condition"),
         (
@@ -318,6 +318,7 @@ def test_stop_conditions_compose_and_are_logged_by_their_fields(tmp_path: Path) 
             "verified_pass\\(\\) is given more than once",
         ),
         (lambda: verified_pass(check="match"), TypeError, "'match' is not a scorer"),
+        (lambda: verified(check=5), TypeError, r"verified\(check=...\): 5 is not a scorer"),
         (
             lambda: leaderless(False, stop=stall(3)),
             ValueError,

@@ -42,7 +42,8 @@ def coordinator(lead: str | None = None, *, final: FinalName | None = None) -> C
             for `None`) or `last`.
     """
     if lead is not None and (not isinstance(lead, str) or not lead):
-        raise ValueError(
+        refusal = TypeError if not isinstance(lead, str) else ValueError
+        raise refusal(
             f"coordinator(lead=...): lead must be a member's name, not {lead!r}. Pass the "
             "name of the member that leads, or None for the first member."
         )

@@ -2,7 +2,7 @@
 left to do: every member waits, and no channel holds open work."""
 
 from .._contracts._controller import Controller, FinalName, swarm_controller
-from ._stops import quiescent, run_until
+from ._stops import quiescent_condition, run_until
 
 
 @swarm_controller
@@ -27,7 +27,7 @@ def quiescence(settle: float = 2.0, *, final: FinalName | None = None) -> Contro
             work.
     """
     return run_until(
-        quiescent(settle),
+        quiescent_condition(settle, "quiescence"),
         final,
         "The members share the work through the swarm's channels, and the work ends when every "
         "member is waiting with nothing left to do.",

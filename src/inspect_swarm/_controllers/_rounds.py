@@ -25,8 +25,9 @@ def rounds(n: int = 2, *, vote: bool = False, final: FinalName | None = None) ->
 
     Args:
         n: The number of rounds, 1 or more. With 1 the members answer once, unseen.
-        vote: Answer with the final round's majority, as `vote()` chooses it, instead of by
-            the `final` rule.
+        vote: Answer with the majority of the members' latest submissions (the final round's,
+            or an earlier one for a member a limit ended before it), as `vote()` chooses it,
+            instead of by the `final` rule.
         final: How the swarm chooses its answer from the final round's submissions: `first`
             (the default, for `None`) or `last`.
     """

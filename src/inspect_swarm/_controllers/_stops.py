@@ -192,10 +192,15 @@ def verified_pass(check: Scorer | None = None) -> StopCondition:
         check: The scorer that checks a submission. `None` uses the task's first scorer. A
             score of 1.0 (under Inspect's `value_to_float()`) passes.
     """
+    return verified_condition(check, "verified_pass")
+
+
+def verified_condition(check: Scorer | None, call: str) -> StopCondition:
+    """`verified_pass(check)`, its refusal naming `call`."""
     if check is not None and not callable(check):
         raise TypeError(
-            f"verified_pass(check=...): {check!r} is not a scorer. Pass a scorer such as "
-            "match(), or None for the task's own."
+            f"{call}(check=...): {check!r} is not a scorer. Pass a scorer such as match(), or "
+            "None for the task's own."
         )
     return _VerifiedPass(check=check)
 
@@ -213,9 +218,14 @@ def quiescent(settle: float = 2.0) -> StopCondition:
     Args:
         settle: Seconds every member must stay waiting before the swarm stops.
     """
+    return quiescent_condition(settle, "quiescent")
+
+
+def quiescent_condition(settle: float, call: str) -> StopCondition:
+    """`quiescent(settle)`, its refusal naming `call`."""
     if isinstance(settle, bool) or not isinstance(settle, int | float) or settle < 0:
         raise ValueError(
-            f"quiescent(settle=...): settle must be a number of seconds, 0 or more, not {settle!r}."
+            f"{call}(settle=...): settle must be a number of seconds, 0 or more, not {settle!r}."
         )
     return _Quiescent(settle=float(settle))
 

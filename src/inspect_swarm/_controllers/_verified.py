@@ -4,7 +4,7 @@ check ends the swarm and is its answer."""
 from inspect_ai.scorer import Scorer
 
 from .._contracts._controller import Controller, FinalName, swarm_controller
-from ._stops import run_until, verified_pass
+from ._stops import run_until, verified_condition
 
 
 @swarm_controller
@@ -30,7 +30,7 @@ def verified(check: Scorer | None = None, *, final: FinalName | None = None) -> 
             or `last`.
     """
     return run_until(
-        verified_pass(check),
+        verified_condition(check, "verified"),
         final,
         "Each member works on its own; the first answer submitted that passes the task's "
         "check ends the work.",

@@ -52,11 +52,11 @@ def vote(stop_at_majority: bool = False) -> Controller:
     )
 
 
-def choose_by_vote(swarm: SwarmControl, members: Sequence[str] | None = None) -> None:
-    """Choose the answer most of `members` (all, for `None`) agree on, with the tally as the
-    reason; choose nothing when none of them submitted."""
+def choose_by_vote(swarm: SwarmControl) -> None:
+    """Choose the answer most members agree on, with the tally as the reason; choose nothing
+    when none submitted."""
     # largest first; sorted() is stable, so the earliest group goes first on a tie
-    groups = sorted(swarm.agreement(members), key=len, reverse=True)
+    groups = sorted(swarm.agreement(), key=len, reverse=True)
     if not groups:
         return
     winner = groups[0]
