@@ -228,6 +228,10 @@ def test_the_sweep_pools_each_arm_over_samples_and_epochs(arm_logs: Path) -> Non
     # w-1 alone submits in every sample
     by_key = sweep_arms(arm_logs, scorer="member_scores", key="mean_member_all")
     assert [a.scores for a in by_key] == [[1 / 2] * 4, pytest.approx([1 / 3] * 4)]
+    with pytest.raises(
+        ValueError, match=r"no sample was scored by 'includs'.*includes, member_scores"
+    ):
+        sweep_arms(arm_logs, scorer="includs")
 
 
 @pytest.mark.parametrize("suffix", [".png", ".svg"])

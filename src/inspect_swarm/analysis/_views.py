@@ -292,9 +292,13 @@ def sweep_arms(
 
     Returns:
         The arms, in the order of their arguments (numbers by value).
+
+    Raises:
+        ValueError: `scorer` scored none of the samples.
     """
     paths = [logs] if isinstance(logs, str | os.PathLike) else list(logs)
     samples = [s for path in paths for s in read_swarm_samples(path)]
+    _check_scorer(samples, scorer)
     by_arm: dict[str, list[SwarmSample]] = defaultdict(list)
     for s in samples:
         by_arm[_label(s.arm)].append(s)
@@ -311,6 +315,17 @@ def sweep_arms(
             )
         )
     return sorted(arms, key=lambda a: arm_order(a.arm))
+
+
+def _check_scorer(samples: list[SwarmSample], scorer: str | None) -> None:
+    """Refuse a scorer no sample has: every arm would come back with no scores."""
+    names = {name for s in samples for name in s.scores or {}}
+    if scorer is not None and samples and scorer not in names:
+        raise ValueError(
+            f"sweep_arms(scorer=...): no sample was scored by {scorer!r}. Name one of the "
+            f"logs' scorers ({', '.join(sorted(names)) or 'none'}), or None for each sample's "
+            "first."
+        )
 
 
 def _label(arm: dict[str, Any]) -> str:
