@@ -4,6 +4,7 @@ crash, a third) on this machine, inside a network namespace of the test process'
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -135,3 +136,17 @@ def test_a_restarted_server_explains_every_run_and_nodes_keep_nothing(
     assert statuses.count(interrupted) == 2
     assert done["status"] == "completed"
     assert leftovers("sleep 62.5") == []
+
+
+def test_a_stopped_server_ends_its_sandboxes_on_the_nodes_at_once(
+    tmp_path: Path, ray_cluster: RayCluster
+) -> None:
+    server = start_ray_server(tmp_path / "state", ray_cluster, *_MEMORY)
+    with server.client() as client:
+        run = client.swarms.start("sleep 61.5", count=2, size="1x1")
+        wait_until(lambda: client.swarms.get(run["id"])["counts"]["running"] == 2, timeout=60)  # type: ignore[index]
+    began = time.monotonic()
+    server.kill(signal.SIGTERM)
+    # the nodes hear of the stop: no waiting out the grace a lost slot gets (30 s)
+    assert time.monotonic() - began < 15
+    assert leftovers("sleep 61.5") == []

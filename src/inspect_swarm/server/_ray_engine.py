@@ -131,6 +131,8 @@ class RayEngine(LocalEngine):
         except BaseException:
             # the output so far comes with the node's outcome
             stream, slot.stream = slot.stream, None
+            if slot.node is not None:
+                self._dispatcher.stop.remote(slot.id)  # the server stops, or no longer follows
             tails.take(await _cancel(stream, started=slot.node is not None))
             raise
         finally:
@@ -215,8 +217,8 @@ def _node_isolation(host: SandboxHost, server_host: str) -> IsolationConfig:
 
 async def _cancel(stream: Any, started: bool) -> Outcome | None:
     """End a sandbox's slot: one still waiting for a node never starts; a started one (which
-    its run's cancel reaches) is waited for (a while) until its node has ended the sandbox and
-    the slot, then killed. The sandbox's outcome, if its node sent it."""
+    its run's cancel or its stop reaches) is waited for (a while) until its node has ended the
+    sandbox and the slot, then killed. The sandbox's outcome, if its node sent it."""
     if not started:
         ray.cancel(stream)
     return await _drain(stream)

@@ -69,26 +69,28 @@ class NodeJob:
 
 
 class Dispatch:
-    """The server's record of cancelled runs, which each slot of a run waits on, and the next
-    sandbox of each slot (a Ray actor on the server's node: its calls are asyncio tasks that
-    cost nothing while they wait)."""
+    """The server's record of cancelled runs and stopped slots, which each slot of a run waits
+    on, and the next sandbox of each slot (a Ray actor on the server's node: its calls are
+    asyncio tasks that cost nothing while they wait)."""
 
     def __init__(self) -> None:
         self._runs: dict[str, asyncio.Event] = {}
         self._slots: dict[str, asyncio.Queue[NodeJob | None]] = {}
+        self._stops: dict[str, asyncio.Event] = {}
 
     def give(self, slot_id: str, job: NodeJob | None) -> None:
         """The slot's next sandbox (None: the slot ends)."""
         self._slots.setdefault(slot_id, asyncio.Queue()).put_nowait(job)
 
     async def next(self, slot_id: str, run_id: str) -> NodeJob | None:
-        """The slot's next sandbox, once the server gives it; None once the run is cancelled
-        or the slot ends."""
+        """The slot's next sandbox, once the server gives it; None once the run is cancelled,
+        the slot stopped or ended."""
         queue = self._slots.setdefault(slot_id, asyncio.Queue())
         given = asyncio.ensure_future(queue.get())
-        cancelled = asyncio.ensure_future(self.wait(run_id))
-        await asyncio.wait((given, cancelled), return_when=asyncio.FIRST_COMPLETED)
-        cancelled.cancel()
+        ended = [asyncio.ensure_future(w) for w in (self.wait(run_id), self.stopped(slot_id))]
+        await asyncio.wait((given, *ended), return_when=asyncio.FIRST_COMPLETED)
+        for waiting in ended:
+            waiting.cancel()
         job = None
         if given.done():
             job = given.result()
@@ -96,11 +98,22 @@ class Dispatch:
             given.cancel()
         if job is None:
             self._slots.pop(slot_id, None)
+            self.stop(slot_id)  # its waits return
+            self._stops.pop(slot_id, None)
         return job
 
     async def wait(self, run_id: str) -> None:
         """Return once the run is cancelled (or forgotten)."""
         await self._runs.setdefault(run_id, asyncio.Event()).wait()
+
+    async def stopped(self, slot_id: str) -> None:
+        """Return once the slot is stopped (or has ended)."""
+        await self._stops.setdefault(slot_id, asyncio.Event()).wait()
+
+    def stop(self, slot_id: str) -> None:
+        """Stop the slot (the server no longer follows it, as when it stops): its sandbox
+        ends, and the slot with it."""
+        self._stops.setdefault(slot_id, asyncio.Event()).set()
 
     def cancel(self, run_id: str) -> None:
         """Cancel the run: its tasks' waits return."""
@@ -172,19 +185,20 @@ def run_slot(job: NodeJob) -> Iterator[Event]:
     reporting as it goes (see `Event`): Ray's task."""
     node = ray.get_runtime_context().get_node_id()
     yield ("node", node)
-    cancelled = job.dispatch.wait.remote(job.run_id)
+    # the run's cancel, or the server's stop of this slot
+    ended = [job.dispatch.wait.remote(job.run_id), job.dispatch.stopped.remote(job.slot_id)]
     worker = _this_worker(job.isolation)
     slot = Slot()
     try:
         next_job: NodeJob | None = job
         while next_job is not None:
-            yield from _one(worker, next_job, node, slot, cancelled)
+            yield from _one(worker, next_job, node, slot, ended)
             next_job = ray.get(job.dispatch.next.remote(job.slot_id, job.run_id))
     finally:
         worker.portal.call(slot.close)
 
 
-def _one(worker: _Worker, job: NodeJob, node: str, slot: Slot, cancelled: Any) -> Iterator[Event]:
+def _one(worker: _Worker, job: NodeJob, node: str, slot: Slot, ended: list[Any]) -> Iterator[Event]:
     events: queue.SimpleQueue[Event] = queue.SimpleQueue()
     # made on the loop's thread (a running task's future cannot be cancelled: its scope can)
     scope = worker.portal.call(anyio.CancelScope)
@@ -194,8 +208,9 @@ def _one(worker: _Worker, job: NodeJob, node: str, slot: Slot, cancelled: Any) -
             try:
                 event = events.get(timeout=_POLL_SECONDS)
             except queue.Empty:
-                # the run's cancel (the wait's answer comes to this worker: no call to see it)
-                if not scope.cancel_called and ray.wait([cancelled], timeout=0)[0]:
+                # the run's cancel or the slot's stop (the waits' answers come to this worker:
+                # no call to see them)
+                if not scope.cancel_called and ray.wait(ended, num_returns=1, timeout=0)[0]:
                     worker.portal.call(scope.cancel)
                 continue
             yield event
