@@ -55,6 +55,7 @@ class RayCluster:
 
     def start_head(self) -> None:
         self._ray_start(
+            "--node-ip-address=127.0.0.1",
             "--head",
             "--port",
             str(self.port),
@@ -68,13 +69,16 @@ class RayCluster:
             str(self.temp_dir),
         )
 
-    def start_workers(self, *names: str, cpus: int = 8, memory_gib: int = 8) -> None:
+    def start_workers(
+        self, *names: str, cpus: int = 8, memory_gib: int = 8, ip: str = "127.0.0.1"
+    ) -> None:
         """Start worker nodes one after the other (ports picked at once could collide), each
         with `cpus` and `memory_gib` of its own (Ray's logical resources) and a resource named
-        after it."""
+        after it, on `ip` (an address of this namespace)."""
         for name in names:
             base = self.port + 100 * (len(self.workers) + 1)
             self._ray_start(
+                f"--node-ip-address={ip}",
                 f"--address={self.address}",
                 f"--num-cpus={cpus}",
                 f"--memory={memory_gib * GIB}",
@@ -114,7 +118,6 @@ class RayCluster:
             [
                 _RAY,
                 "start",
-                "--node-ip-address=127.0.0.1",
                 "--object-store-memory=80000000",
                 "--disable-usage-stats",
                 *args,

@@ -4,6 +4,7 @@ crash, a third) on this machine, inside a network namespace of the test process'
 from __future__ import annotations
 
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -150,3 +151,22 @@ def test_a_stopped_server_ends_its_sandboxes_on_the_nodes_at_once(
     # the nodes hear of the stop: no waiting out the grace a lost slot gets (30 s)
     assert time.monotonic() - began < 15
     assert leftovers("sleep 61.5") == []
+
+
+def test_a_server_on_loopback_is_refused_beside_nodes_on_other_machines(
+    tmp_path: Path, ray_cluster: RayCluster
+) -> None:
+    # "another machine": a worker on an address (not a loopback one) the test's namespace has
+    subprocess.run(["ip", "addr", "add", "10.77.0.1/32", "dev", "lo"], check=True)
+    try:
+        # with no CPUs, nothing is placed on it, so the later tests never meet it once killed
+        ray_cluster.start_workers("far", cpus=0, ip="10.77.0.1")
+        with pytest.raises(RuntimeError, match="did not start") as refused:
+            start_ray_server(tmp_path / "state", ray_cluster, *_MEMORY)
+        log = Path(str(refused.value).rsplit(": ", 1)[1]).read_text()
+        assert "--host: '127.0.0.1' is this machine's loopback" in log
+        assert "(10.77.0.1)" in log and "or 0.0.0.0" in log
+    finally:
+        if "far" in ray_cluster.workers:
+            ray_cluster.kill_worker("far")
+        subprocess.run(["ip", "addr", "del", "10.77.0.1/32", "dev", "lo"], check=False)

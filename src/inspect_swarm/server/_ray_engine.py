@@ -13,6 +13,7 @@ node by a relay that the server's stand-in (`_ray_sandbox`) sends every operatio
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import uuid
 from dataclasses import dataclass, field, replace
@@ -211,8 +212,36 @@ def _node_isolation(host: SandboxHost, server_host: str) -> IsolationConfig:
         reached = server_host
         if server_host in _WILDCARDS:
             reached = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
+        _check_reached(reached, server_host)
         forward = (reached, forward[1])
     return replace(config, state_dir=NODE_STATE_DIR, mode=host.mode, forward=forward)
+
+
+def _check_reached(address: str, server_host: str) -> None:
+    """Refuse a loopback address for the server when the cluster has nodes on other
+    machines: their sandboxes would reach their own machine's loopback, not the server."""
+    if not _loopback(address):
+        return
+    elsewhere = sorted(
+        {
+            str(n["NodeManagerAddress"])
+            for n in ray.nodes()  # type: ignore[no-untyped-call]
+            if n["Alive"] and not _loopback(str(n["NodeManagerAddress"]))
+        }
+    )
+    if elsewhere:
+        raise ValueError(
+            f"--host: {server_host!r} is this machine's loopback, which the cluster's nodes on "
+            f"other machines ({', '.join(elsewhere)}) cannot reach the server on; give --host "
+            "an address they reach, or 0.0.0.0"
+        )
+
+
+def _loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return address == "localhost"
 
 
 async def _cancel(stream: Any, started: bool) -> Outcome | None:
