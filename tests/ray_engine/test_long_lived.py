@@ -13,6 +13,7 @@ from inspect_ai.tool import bash
 
 from inspect_swarm import member, swarm
 from inspect_swarm.sandbox import swarm_server
+from inspect_swarm.server._ray_engine import NODE_STATE_DIR
 
 from ..members.test_sandboxes import bash_call, run_envs, tool_results
 from ..ray_cluster import RayCluster
@@ -84,7 +85,7 @@ def test_the_e2b_sdk_uses_a_sandbox_placed_on_a_worker(
     assert (ended["status"], ended["endReason"], ended["node"]) == ("ended", "killed", node)
     assert leftovers("sleep 171.5") == []
     # the sandbox's relay went with it: nothing of its host is left on the node
-    assert not list(Path("/var/tmp/inspect-swarm-ray").glob(f"w*/sbx/{sbx.sandbox_id}"))
+    assert not list(NODE_STATE_DIR.glob(f"w*/sbx/{sbx.sandbox_id}"))
 
 
 def test_a_swarm_spreads_its_members_sandboxes_over_the_nodes(

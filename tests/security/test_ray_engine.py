@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import socket
+import stat
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+from inspect_swarm.server._isolation import IsolationConfig
 
 from ..ray_cluster import RayCluster
 from ..server.conftest import (
@@ -133,3 +138,21 @@ def test_another_accounts_key_reaches_no_sandbox_on_a_node(server: Server, sbx: 
         assert read.status_code == 401, read.text
     assert not sbx.files.exists("/tmp/pwned")
     assert sbx.is_running()
+
+
+def test_a_nodes_directory_made_by_another_user_or_a_link_is_refused(tmp_path: Path) -> None:
+    from inspect_swarm.server._isolation import SandboxError
+    from inspect_swarm.server._ray_node import process_host
+
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    os.chown(planted, 1234, 1234)  # another user made it first, to steer root's files
+    linked = tmp_path / "linked"
+    linked.symlink_to(tmp_path)
+    for path in (planted, linked):
+        config = IsolationConfig(path, "process")
+        with pytest.raises(SandboxError, match="is not a directory of this node's user"):
+            process_host(config)
+    own = tmp_path / "own"
+    process_host(IsolationConfig(own, "process")).cgroups.remove_base()
+    assert stat.S_IMODE(own.stat().st_mode) == 0o700

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
+import tempfile
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -34,8 +36,13 @@ from ._ray_sandbox import place_sandbox
 from ._runs import Runs
 from ._sandbox_command import Slot, Tails, command_env
 
-NODE_STATE_DIR = Path("/var/tmp/inspect-swarm-ray")
-"""Where each node keeps its sandboxes (each worker process under a directory of its own)."""
+NODE_STATE_DIR = (
+    Path("/var/lib/inspect-swarm-ray")
+    if os.geteuid() == 0
+    else Path(tempfile.gettempdir()) / f"inspect-swarm-ray-{os.geteuid()}"
+)
+"""Where each node keeps its sandboxes (each worker process under a directory of its own):
+root's, where no other user can make it first (each node checks that it is its user's own)."""
 
 _CANCEL_GRACE_SECONDS = 30.0
 """How long a cancelled sandbox's node has to end it before its end is recorded anyway."""

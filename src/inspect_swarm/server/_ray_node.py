@@ -23,6 +23,7 @@ import contextlib
 import os
 import queue
 import shutil
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -170,10 +171,23 @@ def _this_worker(isolation: IsolationConfig) -> _Worker:
     return _worker
 
 
+def _own_directory(path: Path) -> None:
+    """Make `path` a directory of this user's alone, refusing one that someone else made (or
+    a link): what the sandboxes keep there is this user's, root's for namespace sandboxes."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    found = os.lstat(path)
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.geteuid():
+        raise SandboxError(
+            f"{path} is not a directory of this node's user ({os.geteuid()}); remove it, and "
+            "the node makes it anew"
+        )
+    os.chmod(path, 0o700)
+
+
 def _clear_dead_workers(root: Path) -> None:
     """Remove the directories of this node's workers that died (their sandboxes died with
     them; their cgroups go by the host's sweep)."""
-    root.mkdir(parents=True, exist_ok=True)
+    _own_directory(root)
     for path in root.glob("w*"):
         pid = path.name[1:]
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
