@@ -18,6 +18,7 @@ from connectrpc.method import IdempotencyLevel, MethodInfo
 from connectrpc.request import Headers, RequestContext
 from e2b.envd.process import process_pb as pb
 
+from inspect_swarm.server._cgroups import Limits
 from inspect_swarm.server._isolation import (
     IsolationConfig,
     NamespaceSandbox,
@@ -168,3 +169,30 @@ async def test_a_commands_user_is_looked_up_off_the_event_loop(
             tg.cancel_scope.cancel()
     assert events[0] == "start" and events[-1] == "end"
     assert looked_up and loop not in looked_up
+
+
+async def test_a_boot_or_an_end_that_fails_unexpectedly_leaves_the_books_right(
+    swarms: Swarms, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(self: SandboxHost, sandbox_id: str, limits: Limits) -> Sandbox:
+        raise RuntimeError("a fault of no known kind")
+
+    async def unclosable(self: Sandbox) -> None:
+        raise RuntimeError("it would not close")
+
+    engine = swarms.engine
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            await tg.start(swarms.serve)
+            with monkeypatch.context() as patched:
+                patched.setattr(SandboxHost, "_create", broken)
+                with pytest.raises(RuntimeError, match="no known kind"):
+                    await _start_sandbox(swarms)
+            assert engine.booked_gb == 0  # the memory went back
+            box = await _start_sandbox(swarms)
+            monkeypatch.setattr(type(box.sandbox), "close", unclosable)
+            # kill() waits for the sandbox's end, which is recorded all the same
+            await swarms.kill_sandbox(box.id, ACCOUNT)
+            tg.cancel_scope.cancel()
+    assert engine.booked_gb == 0
+    assert swarms.store.long_lived(box.id, ACCOUNT).ended_at is not None  # type: ignore[union-attr]

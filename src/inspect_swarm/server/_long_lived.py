@@ -7,6 +7,7 @@ they are used through the E2B sandbox daemon.
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
 from collections.abc import Callable, Coroutine
@@ -29,6 +30,8 @@ from ._model import (
     new_sandbox_id,
 )
 from ._store import Store
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
@@ -96,9 +99,11 @@ class LongLivedSandboxes:
             # a client that gives up mid-boot must not leave a half-made sandbox
             with anyio.CancelScope(shield=True):
                 sandbox = await engine.create_sandbox(sandbox_id, size)
-        except (SandboxError, OSError) as ex:
-            engine.unbook(size)
-            raise BootFailed(f"sandbox boot failed: {ex}") from None
+        except BaseException as ex:
+            engine.unbook(size)  # whatever ended the boot: the memory is not the sandbox's
+            if isinstance(ex, SandboxError | OSError):
+                raise BootFailed(f"sandbox boot failed: {ex}") from None
+            raise
         current = self.leases.current()
         if current is None or current.id != lease.id:
             with anyio.CancelScope(shield=True):
@@ -142,7 +147,11 @@ class LongLivedSandboxes:
             with anyio.CancelScope(shield=True):
                 del self._live[box.id]
                 self.keyring.revoke(box.id)
-                await box.sandbox.close()
+                try:
+                    await box.sandbox.close()
+                except Exception:
+                    # its end is recorded all the same: kill() waits on it
+                    logger.exception("sandbox %s did not close cleanly", box.id)
                 self.engine.unbook(box.size)
                 ended = {"ended_at": time.time(), "end_reason": box.end_reason or why}
                 self.store.update_long_lived(box.id, ended)
