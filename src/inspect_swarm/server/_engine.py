@@ -115,11 +115,6 @@ class Engine(Protocol):
     """Runs sandboxes for the server's runs, and makes sandboxes for the rest."""
 
     @property
-    def isolation(self) -> Mapping[str, object]:
-        """The isolation its sandboxes have, as the API reports it."""
-        ...
-
-    @property
     def max_running(self) -> int:
         """The most sandboxes that have run at once."""
         ...

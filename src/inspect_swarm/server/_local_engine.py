@@ -13,7 +13,7 @@ import gc
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,13 +89,7 @@ class LocalEngine:
         self._running = 0
         self._wakeup = anyio.Event()
         self._tg: TaskGroup | None = None
-        self._isolation = host.describe()
         host.reap_leftovers()
-
-    @property
-    def isolation(self) -> Mapping[str, object]:
-        """The isolation of this machine's sandboxes."""
-        return self._isolation
 
     @property
     def max_running(self) -> int:

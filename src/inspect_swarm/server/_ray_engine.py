@@ -104,7 +104,6 @@ class RayEngine(LocalEngine):
             scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
         ).remote()
         self._node_isolation = _node_isolation(host, server_host)
-        self._isolation = ray_isolation(host)
 
     def _new_slot(self) -> Slot:
         return RaySlot()

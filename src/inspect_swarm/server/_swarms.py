@@ -87,7 +87,7 @@ class Swarms:
     @property
     def isolation(self) -> Mapping[str, object]:
         """The isolation of the server's sandboxes."""
-        return self.engine.isolation
+        return self.runs.isolation
 
     @property
     def max_running(self) -> int:
