@@ -21,11 +21,9 @@ import anyio
 import anyio.lowlevel
 from anyio.abc import TaskGroup
 
-from ._cgroups import Limits
 from ._engine import LiveSandbox, SandboxCredentials
 from ._isolation import Sandbox, SandboxError, SandboxHost
 from ._model import (
-    GIB,
     EndStatus,
     MemoryFull,
     Outcome,
@@ -35,7 +33,7 @@ from ._model import (
     Size,
 )
 from ._runs import Runs
-from ._sandbox_command import Slot, Tails, command_env, run_command
+from ._sandbox_command import Slot, Tails, command_env, limits, run_command
 
 _TICK_SECONDS = 1.0
 _LAUNCHES_PER_PASS = 16
@@ -66,11 +64,6 @@ class EngineRun:
     @property
     def size(self) -> Size:
         return self.record.spec.size
-
-
-def limits(size: Size) -> Limits:
-    """The cgroup limits of a sandbox of `size`."""
-    return Limits(size.memory_gb * GIB, size.vcpus)
 
 
 class LocalEngine:

@@ -29,12 +29,12 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ._engine import LiveSandbox, SandboxCredentials
 from ._isolation import IsolationConfig, SandboxHost
-from ._local_engine import EngineRun, LocalEngine, limits
+from ._local_engine import EngineRun, LocalEngine
 from ._model import GIB, EndStatus, Outcome, Settings, Size
 from ._ray_node import Dispatch, Event, NodeJob, run_slot
 from ._ray_sandbox import place_sandbox
 from ._runs import Runs
-from ._sandbox_command import Slot, Tails, command_env
+from ._sandbox_command import Slot, Tails, command_env, limits
 
 NODE_STATE_DIR = (
     Path("/var/lib/inspect-swarm-ray")

@@ -33,10 +33,9 @@ import anyio
 import ray
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from ._cgroups import Limits
 from ._isolation import IsolationConfig, SandboxError, SandboxHost
-from ._model import GIB, Outcome, RunSpec, SandboxInput
-from ._sandbox_command import Slot, Tails, run_command
+from ._model import Outcome, RunSpec, SandboxInput
+from ._sandbox_command import Slot, Tails, limits, run_command
 
 NODE_VARIABLE = "INSPECT_SWARM_NODE"
 """The variable that tells a sandbox the id of the node it runs on."""
@@ -266,10 +265,9 @@ async def _run(
     started: Callable[[], None],
     tails: Tails,
 ) -> Outcome:
-    size = job.spec.size
-    limits = Limits(size.memory_gb * GIB, size.vcpus)
+    cap = limits(job.spec.size)
     try:
-        sandbox = await slot.sandbox_for(lambda new: host.create(new, limits), job.sandbox_id)
+        sandbox = await slot.sandbox_for(lambda new: host.create(new, cap), job.sandbox_id)
     except (SandboxError, OSError) as ex:
         return Outcome("failed", f"boot failed on node {node}: {ex}")
     keep = False

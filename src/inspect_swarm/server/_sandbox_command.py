@@ -13,11 +13,17 @@ from dataclasses import dataclass, field, replace
 
 import anyio
 
+from ._cgroups import Limits
 from ._child_process import ChildProcess
 from ._isolation import Sandbox, SandboxError
-from ._model import RESULT_BYTES, TAIL_BYTES, Outcome, RunRecord, RunSpec, SandboxInput
+from ._model import GIB, RESULT_BYTES, TAIL_BYTES, Outcome, RunRecord, RunSpec, SandboxInput, Size
 
 _DRAIN_SECONDS = 0.5
+
+
+def limits(size: Size) -> Limits:
+    """The cgroup limits of a sandbox of `size`."""
+    return Limits(size.memory_gb * GIB, size.vcpus)
 
 
 def command_env(
