@@ -1,8 +1,9 @@
 """File access into a sandbox's root from the host, never following a link out of it, and
 with no more rights than a process of the sandbox has.
 
-The host reaches a namespace sandbox's files through `/proc/<init>/root`, where an absolute
-symlink would resolve against the host's root. So paths are walked one component at a time
+The host reaches a namespace sandbox's files through a descriptor of its root (PID 1's root,
+opened `O_PATH`, reached as `/proc/self/fd/<n>`), where an absolute symlink would resolve
+against the host's root. So paths are walked one component at a time
 with `O_NOFOLLOW`, and symlinks are resolved by hand inside the sandbox's root. The server is
 root with every capability: `run_as` does each access on a thread of its own whose file-system
 ids, groups and capabilities are those of a process of the sandbox (all three are per thread
@@ -40,7 +41,7 @@ def walk_parent(root: str, path: str, create_dirs: bool) -> Iterator[tuple[int, 
     """Yield (fd of the parent directory, final name) of `path` inside `root`."""
     if not path.startswith("/"):
         raise ValueError(f"path must be absolute, got {path!r}")
-    # the root itself may be a magic link (/proc/<pid>/root): follow that one
+    # the root itself is a magic link (/proc/self/fd/<n>): follow that one
     stack = [os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)]
     parts = _parts(path)
     links = 0

@@ -36,7 +36,8 @@ from ._model import (
 
 SCHEMA_VERSION = 2
 """1: keys stored hashed in `keys` (version 0 kept lease keys in `leases.api_key`), and
-the lineage of every run and long-lived sandbox."""
+the lineage of every run and long-lived sandbox. 2: the `node` each sandbox ran on (the Ray
+engine's; null on this machine's)."""
 
 _LEASE_COLUMNS = """id TEXT PRIMARY KEY, account TEXT NOT NULL,
     started_at REAL NOT NULL, released_at REAL, release_reason TEXT"""
