@@ -41,7 +41,7 @@ def walk_parent(root: str, path: str, create_dirs: bool) -> Iterator[tuple[int, 
     """Yield (fd of the parent directory, final name) of `path` inside `root`."""
     if not path.startswith("/"):
         raise ValueError(f"path must be absolute, got {path!r}")
-    # the root itself is a magic link (/proc/self/fd/<n>): follow that one
+    # the root itself may be a magic link (a namespace sandbox's /proc/self/fd/<n>): follow it
     stack = [os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)]
     parts = _parts(path)
     links = 0
