@@ -1,4 +1,5 @@
 import os
+import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -70,7 +71,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[RayCluster]:
     """A Ray head and two worker nodes (w1, w2: 8 CPUs and 8 GiB each) in a network
-    namespace of this test process's own, which the process enters for the session."""
+    namespace of this test process's own, which the process enters for the session (as
+    root, with iproute2's `ip`: elsewhere the Ray tests are skipped)."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("the Ray tests make a network namespace: they need root and `ip`")
     enter_own_network_namespace()
     cluster = start_cluster()
     yield cluster

@@ -169,7 +169,7 @@ async def test_a_burst_of_starts_boots_a_few_sandboxes_at_a_time(
     try:
         sandboxes = store.sandboxes(await run_to_completion(swarms, raw))
         assert [s.status for s in sandboxes] == ["succeeded"] * 24
-        assert most == 2 * (os.cpu_count() or 1)
+        assert most == min(24, 2 * (os.cpu_count() or 1))
     finally:
         await host.aclose()
         host.cgroups.remove_base()
