@@ -9,13 +9,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import jsonschema
+import k8s_sandbox
 import pytest
-
-k8s_sandbox = pytest.importorskip("k8s_sandbox")
-jsonschema = pytest.importorskip("jsonschema")
-yaml = pytest.importorskip("yaml")
-
-from k8s_sandbox.compose._converter import convert_compose_to_helm_values  # noqa: E402
+import yaml
+from k8s_sandbox.compose._converter import convert_compose_to_helm_values
 
 _CHART = Path(k8s_sandbox.__file__).parent / "resources" / "helm" / "agent-env"
 
