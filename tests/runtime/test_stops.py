@@ -140,6 +140,19 @@ def test_verified_without_a_scorer_says_how_to_give_one(tmp_path: Path) -> None:
     assert "verified(check=match())" in error.message
 
 
+def test_verified_checks_with_its_own_scorer_in_a_task_without_one(tmp_path: Path) -> None:
+    unscored = Task(
+        dataset=[Sample(input="An odd number?", target="odd")],
+        solver=swarm(member(react, count=2), controller=verified(check=odd()), channels=[]),
+    )
+    members = {"react-1": [{"submit": "40"}], "react-2": [{"submit": "41", "delay": 0.2}]}
+    model = scripted_model({"members": members})
+    [log] = eval(unscored, model=model, log_dir=str(tmp_path), display="none")
+    assert log.status == "success" and log.samples
+    assert stop_reason(log.samples[0]) == "verified"
+    assert result(log.samples[0])["final"]["member"] == "react-2"
+
+
 # ---- quiescence ----------------------------------------------------------------------------
 
 

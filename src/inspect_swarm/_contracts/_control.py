@@ -86,7 +86,8 @@ class TurnEnded(SwarmEvent):
 
 @dataclass(frozen=True)
 class AllWaiting(SwarmEvent):
-    """Every member is waiting in `swarm_wait`, has ended or has not started.
+    """Every member is waiting in `swarm_wait` or for its next turn, has ended or has not
+    started.
 
     While the controller holds this event, from when `events()` yields it until the controller
     asks for the next event, the waits stay blocked: the controller can stop the swarm before
@@ -307,6 +308,6 @@ class SwarmControl(Protocol):
 
     @property
     def waiting_since(self) -> float | None:
-        """The swarm time since which every member has been waiting in `swarm_wait`, has
-        ended or has not started, or `None` when a member is at work."""
+        """The swarm time since which every member has been waiting in `swarm_wait` or for
+        its next turn, has ended or has not started, or `None` when a member is at work."""
         ...

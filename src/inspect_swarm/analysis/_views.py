@@ -100,12 +100,9 @@ class _Lanes:
     def __init__(self, sample: EvalSample, swarm_span: str) -> None:
         begins = {e.id: e for e in sample.events if isinstance(e, SpanBeginEvent)}
         self.t0 = begins[swarm_span].timestamp
-        # a member that runs in turns has a span for each: one lane
-        self.members = list(
-            dict.fromkeys(
-                b.name for b in begins.values() if b.parent_id == swarm_span and b.type == "agent"
-            )
-        )
+        self.members = [
+            b.name for b in begins.values() if b.parent_id == swarm_span and b.type == "agent"
+        ]
         self._member_of: dict[str, str] = {}
         for span_id in begins:
             member = self._find(span_id, begins, swarm_span)
