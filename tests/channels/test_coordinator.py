@@ -13,16 +13,11 @@ from inspect_ai.util import message_limit
 
 from inspect_swarm import coordinator, member, messages, shared_memory, swarm, tasks
 
-from ..runtime.helpers import cli_eval, result, run, statuses
+from ..runtime.helpers import cli_eval, result, run, statuses, stop_reason
 from .members import WAIT, board_member, comm, spans, tool
 
 TEAM = ("lead", "w-1", "w-2", "idle")
 SLOW = {"text": "still at it", "delay": 1.0}
-
-
-def stop_reason(sample: EvalSample) -> str | None:
-    reason: str | None = sample.store["inspect_swarm:ledger"]["stop_reason"]
-    return reason
 
 
 def begun(sample: EvalSample) -> dict[str, float]:

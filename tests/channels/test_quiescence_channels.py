@@ -21,13 +21,8 @@ from inspect_swarm import (
     tasks,
 )
 
-from ..runtime.helpers import infos, run
+from ..runtime.helpers import infos, run, stop_reason
 from .members import WAIT, board_member, comm, tool
-
-
-def stop_reason(sample: EvalSample) -> str | None:
-    reason: str | None = sample.store["inspect_swarm:ledger"]["stop_reason"]
-    return reason
 
 
 def waits(sample: EvalSample, name: str) -> list[str]:

@@ -130,3 +130,9 @@ def cli_eval(script: Path, log_dir: Path, *solver_args: str) -> EvalLog:
     log = read_eval_log(str(path))
     assert log.status == "success" and log.samples
     return log
+
+
+def stop_reason(sample: EvalSample) -> str | None:
+    """The swarm's stop reason, from its ledger."""
+    reason: str | None = sample.store["inspect_swarm:ledger"]["stop_reason"]
+    return reason

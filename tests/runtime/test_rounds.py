@@ -25,12 +25,7 @@ from inspect_swarm import (
     swarm_react,
 )
 
-from .helpers import infos, metrics_member, result, run, statuses
-
-
-def ledger_reason(sample: Any) -> str | None:
-    reason: str | None = sample.store["inspect_swarm:ledger"]["stop_reason"]
-    return reason
+from .helpers import infos, metrics_member, result, run, statuses, stop_reason
 
 
 def inputs(sample: Any, name: str) -> list[str]:
@@ -54,7 +49,7 @@ def test_each_round_shows_every_members_latest_answer(backend: str, tmp_path: Pa
         },
         tmp_path,
     )
-    assert ledger_reason(sample) == "controller:rounds_done"
+    assert stop_reason(sample) == "controller:rounds_done"
     assert statuses(sample) == {"react-1": "submitted", "react-2": "submitted"}
     first, second, third = inputs(sample, "react-1")
     assert "answer in 3 rounds" in first
@@ -98,7 +93,7 @@ def test_a_members_limits_cover_all_its_turns(backend: str, tmp_path: Path) -> N
         tmp_path,
     )
     assert statuses(sample) == {"short": "member_limit:token", "long": "submitted"}
-    assert ledger_reason(sample) == "controller:rounds_done"
+    assert stop_reason(sample) == "controller:rounds_done"
     assert [metrics_member(sample, m)["steps"] for m in ("short", "long")] == [3, 4]
     # the member that ended is shown with its last answer, and takes no more turns
     assert len(inputs(sample, "short")) == 3
@@ -117,7 +112,7 @@ def test_a_stop_ends_members_waiting_for_a_turn_as_they_were(backend: str, tmp_p
         {"react-1": [{"submit": "42"}], "react-2": [{"text": "Hmm.", "delay": 0.02}] * 20},
         tmp_path,
     )
-    assert ledger_reason(sample) == "swarm_cap"
+    assert stop_reason(sample) == "swarm_cap"
     # -1 finished its turn and waited for the next; the cap ended it with its submission
     assert statuses(sample) == {"react-1": "submitted", "react-2": "swarm_cap"}
     assert result(sample)["final"]["member"] == "react-1"
@@ -137,7 +132,7 @@ def test_a_member_waiting_for_its_turn_counts_as_waiting(backend: str, tmp_path:
     # -1 has finished its turn, so nothing can change until -2 acts: its wait ends at once
     assert first["member"] == "swarm_react-2" and first["outcome"] == "all_waiting"
     assert first["seconds"] < 5
-    assert ledger_reason(sample) == "controller:rounds_done"
+    assert stop_reason(sample) == "controller:rounds_done"
 
 
 def test_rounds_arguments_are_checked() -> None:
@@ -180,7 +175,7 @@ def test_a_member_waiting_for_a_turn_can_be_checked_and_chosen(
         },
         tmp_path,
     )
-    assert ledger_reason(sample) == "verified"
+    assert stop_reason(sample) == "verified"
     # both were waiting for a turn when the swarm stopped: each ends as its last turn did
     assert statuses(sample) == {"react-1": "submitted", "react-2": "submitted"}
     assert result(sample)["final"] == {

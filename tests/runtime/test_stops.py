@@ -29,16 +29,11 @@ from inspect_swarm import (
 )
 from inspect_swarm.scripted import scripted_model
 
-from .helpers import infos, metrics_member, result, run, run_log, statuses
+from .helpers import infos, metrics_member, result, run, run_log, statuses, stop_reason
 from .todo_channel import todo
 
 SLOW = {"text": "Still working.", "delay": 0.3}
 WAIT = {"tool": "swarm_wait", "arguments": {"timeout": 30}}
-
-
-def stop_reason(sample: Any) -> str | None:
-    reason: str | None = sample.store["inspect_swarm:ledger"]["stop_reason"]
-    return reason
 
 
 def gates(sample: Any) -> dict[str, tuple[int, int, float | None]]:

@@ -1,19 +1,13 @@
 """vote(): every member answers, and the answer most of them agree on wins."""
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from inspect_ai.agent import react
 
 from inspect_swarm import member, swarm, vote
 
-from .helpers import result, run, statuses
-
-
-def ledger_reason(sample: Any) -> str | None:
-    reason: str | None = sample.store["inspect_swarm:ledger"]["stop_reason"]
-    return reason
+from .helpers import result, run, statuses, stop_reason
 
 
 def test_the_majority_answer_wins_with_the_tally(backend: str, tmp_path: Path) -> None:
@@ -26,7 +20,7 @@ def test_the_majority_answer_wins_with_the_tally(backend: str, tmp_path: Path) -
         },
         tmp_path,
     )
-    assert ledger_reason(sample) == "all_done"
+    assert stop_reason(sample) == "all_done"
     assert sample.output.completion == "42"
     assert result(sample)["final"] == {
         "mode": "controller",
@@ -85,7 +79,7 @@ def test_stop_at_majority_stops_once_the_vote_is_decided(backend: str, tmp_path:
         },
         tmp_path,
     )
-    assert ledger_reason(sample) == "controller:majority"
+    assert stop_reason(sample) == "controller:majority"
     assert statuses(sample) == {
         "react-1": "submitted",
         "react-2": "submitted",
@@ -108,7 +102,7 @@ def test_a_split_vote_is_not_a_majority(tmp_path: Path) -> None:
         tmp_path,
     )
     # two of four is half, not more: every member votes, and the tie goes to the earliest
-    assert ledger_reason(sample) == "all_done"
+    assert stop_reason(sample) == "all_done"
     assert set(statuses(sample).values()) == {"submitted"}
     assert result(sample)["final"]["member"] == "react-1"
 
