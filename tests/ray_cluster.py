@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -104,6 +105,21 @@ class RayCluster:
         port = self.workers.pop(name)
         for pid in _namespace_pids():
             if f"--node_manager_port={port}" in _cmdline(pid) or _parent_has(pid, port):
+                _kill(pid)
+
+    def stop_worker(self, name: str) -> None:
+        """Stop a worker node as `ray stop` would, that node alone: its raylet, told to end,
+        tells the head it leaves (a killed one stays alive to the head for a while)."""
+        port = self.workers.pop(name)
+        raylets = [p for p in _namespace_pids() if f"--node_manager_port={port}" in _cmdline(p)]
+        for pid in raylets:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while any(Path(f"/proc/{p}").exists() for p in raylets) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for pid in _namespace_pids():
+            if _parent_has(pid, port):
                 _kill(pid)
 
     def _ray_start(self, *args: str) -> None:

@@ -168,5 +168,7 @@ def test_a_server_on_loopback_is_refused_beside_nodes_on_other_machines(
         assert "(10.77.0.1)" in log and "or 0.0.0.0" in log
     finally:
         if "far" in ray_cluster.workers:
-            ray_cluster.kill_worker("far")
+            ray_cluster.stop_worker("far")
         subprocess.run(["ip", "addr", "del", "10.77.0.1/32", "dev", "lo"], check=False)
+    # the head knows the far node has gone: the servers of the tests after this one start
+    start_ray_server(tmp_path / "after", ray_cluster, *_MEMORY).kill(signal.SIGTERM)
