@@ -94,8 +94,8 @@ class RayCluster:
     def node_id(self, name: str) -> str:
         """The Ray node id of a worker (its raylet's `--node_id`)."""
         port = self.workers[name]
-        for pid in _namespace_pids():
-            args = _cmdline(pid).split()
+        for pid in namespace_pids():
+            args = cmdline(pid).split()
             if f"--node_manager_port={port}" in args:
                 return next(a.split("=", 1)[1] for a in args if a.startswith("--node_id="))
         raise LookupError(f"no raylet for worker {name}")
@@ -103,22 +103,22 @@ class RayCluster:
     def kill_worker(self, name: str) -> None:
         """Kill a worker node as a crash would: its raylet and every process of it, at once."""
         port = self.workers.pop(name)
-        for pid in _namespace_pids():
-            if f"--node_manager_port={port}" in _cmdline(pid) or _parent_has(pid, port):
+        for pid in namespace_pids():
+            if f"--node_manager_port={port}" in cmdline(pid) or _parent_has(pid, port):
                 _kill(pid)
 
     def stop_worker(self, name: str) -> None:
         """Stop a worker node as `ray stop` would, that node alone: its raylet, told to end,
         tells the head it leaves (a killed one stays alive to the head for a while)."""
         port = self.workers.pop(name)
-        raylets = [p for p in _namespace_pids() if f"--node_manager_port={port}" in _cmdline(p)]
+        raylets = [p for p in namespace_pids() if f"--node_manager_port={port}" in cmdline(p)]
         for pid in raylets:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + 30
         while any(Path(f"/proc/{p}").exists() for p in raylets) and time.monotonic() < deadline:
             time.sleep(0.1)
-        for pid in _namespace_pids():
+        for pid in namespace_pids():
             if _parent_has(pid, port):
                 _kill(pid)
 
@@ -146,7 +146,7 @@ class RayCluster:
 
     def stop(self) -> None:
         """Kill every process in this namespace but this one (all of them the test's)."""
-        for pid in _namespace_pids():
+        for pid in namespace_pids():
             _kill(pid)
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
@@ -163,7 +163,7 @@ def start_cluster() -> RayCluster:
     return cluster
 
 
-def _namespace_pids() -> list[int]:
+def namespace_pids() -> list[int]:
     """Every process in this process's network namespace, but this one."""
     ours, pids = own_network_namespace(), []
     for entry in Path("/proc").iterdir():
@@ -176,7 +176,7 @@ def _namespace_pids() -> list[int]:
     return pids
 
 
-def _cmdline(pid: int) -> str:
+def cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
@@ -192,7 +192,7 @@ def _parent_has(pid: int, port: int) -> bool:
         except OSError:
             return False
         pid = int(stat.rsplit(")", 1)[1].split()[1])
-        if f"--node_manager_port={port}" in _cmdline(pid):
+        if f"--node_manager_port={port}" in cmdline(pid):
             return True
         seen += 1
     return False

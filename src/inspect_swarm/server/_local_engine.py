@@ -260,7 +260,7 @@ class LocalEngine:
     async def _sandbox_task(self, run: EngineRun, idx: int, scope: anyio.CancelScope) -> None:
         """Run the sandbox `idx` of `run`, then the run's next queued ones in turn, each in
         the last one's sandbox made anew where it can be (on the memory booked for the first)."""
-        slot = self._new_slot()
+        slot = self._new_slot(run)
         try:
             while True:
                 await self._one(run, idx, scope, slot)
@@ -274,7 +274,7 @@ class LocalEngine:
             finally:
                 self._give_back(run.size)
 
-    def _new_slot(self) -> Slot:
+    def _new_slot(self, run: EngineRun) -> Slot:
         return Slot()
 
     async def _end_slot(self, slot: Slot) -> None:

@@ -31,7 +31,7 @@ from ._engine import LiveSandbox, SandboxCredentials
 from ._isolation import IsolationConfig, SandboxHost
 from ._local_engine import EngineRun, LocalEngine
 from ._model import GIB, EndStatus, Outcome, Settings, Size
-from ._ray_node import Dispatch, Event, NodeJob, run_slot
+from ._ray_node import Dispatch, Event, NodeJob, NodeSlot, run_slot
 from ._ray_sandbox import place_sandbox
 from ._runs import Runs
 from ._sandbox_command import Slot, Tails, command_env, limits
@@ -63,6 +63,7 @@ class RaySlot(Slot):
     """A run's slot on the Ray engine: the task that holds its room on a node and runs the
     run's sandboxes in turn there (the sandbox it keeps between them is the node's)."""
 
+    run_id: str = ""
     stream: Any = None
     """The task's events, while it runs."""
     node: str | None = None
@@ -105,32 +106,26 @@ class RayEngine(LocalEngine):
         ).remote()
         self._node_isolation = _node_isolation(host, server_host)
 
-    def _new_slot(self) -> Slot:
-        return RaySlot()
+    def _new_slot(self, run: EngineRun) -> Slot:
+        return RaySlot(run_id=run.id)
 
     async def _execute(self, run: EngineRun, idx: int, slot: Slot, tails: Tails) -> Outcome:
         assert isinstance(slot, RaySlot)
         record = run.record
         sandbox_id, item = self.runs.input(run.id, idx)
         credentials = self.credentials.sandbox_env(record.lease_id, sandbox_id, record.lineage)
-        job = NodeJob(
-            self._node_isolation,
-            sandbox_id,
-            run.id,
-            record.spec,
-            item,
-            command_env(record, idx, item, credentials),
-            self._dispatcher,
-            slot.id,
-        )
+        job = NodeJob(sandbox_id, item, command_env(record, idx, item, credentials))
         if slot.stream is None:
             size = record.spec.size
             slot.node = None
+            node_slot = NodeSlot(
+                self._node_isolation, run.id, record.spec, self._dispatcher, slot.id
+            )
             slot.stream = _task.options(
                 num_cpus=size.vcpus, memory=size.memory_gb * GIB, scheduling_strategy="SPREAD"
-            ).remote(job)
+            ).remote(node_slot, job)
         else:
-            self._dispatcher.give.remote(slot.id, job)
+            self._dispatcher.give.remote(slot.run_id, slot.id, job)
             if slot.node is not None:
                 self.runs.set_node(run.id, idx, slot.node)
         try:
@@ -139,7 +134,8 @@ class RayEngine(LocalEngine):
             # the output so far comes with the node's outcome
             stream, slot.stream = slot.stream, None
             if slot.node is not None:
-                self._dispatcher.stop.remote(slot.id)  # the server stops, or no longer follows
+                # the server stops, or no longer follows
+                self._dispatcher.give.remote(slot.run_id, slot.id, None)
             tails.take(await _cancel(stream, started=slot.node is not None))
             raise
         finally:
@@ -158,6 +154,8 @@ class RayEngine(LocalEngine):
                 elif event[0] == "running":
                     self.runs.set_command_running(run.id, idx)
                 else:
+                    if event[0] == "ran":
+                        self.runs.set_command_running(run.id, idx)
                     if not run.queue:
                         await self._end_slot(slot)
                     return event[1]
@@ -178,7 +176,7 @@ class RayEngine(LocalEngine):
         stream, slot.stream = slot.stream, None
         if stream is None:
             return
-        self._dispatcher.give.remote(slot.id, None)
+        self._dispatcher.give.remote(slot.run_id, slot.id, None)
         await _drain(stream)
 
     async def create_sandbox(self, sandbox_id: str, size: Size) -> LiveSandbox:
@@ -266,7 +264,7 @@ async def _drain(stream: Any) -> Outcome | None:
         try:
             async for ref in stream:
                 event: Event = await ref
-                if event[0] == "ended":
+                if event[0] in ("ended", "ran"):
                     outcome = event[1]
         except ray.exceptions.RayError:
             pass  # the task's end: cancelled, or its node gone

@@ -24,8 +24,8 @@ import os
 import queue
 import shutil
 import stat
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -41,89 +41,100 @@ NODE_VARIABLE = "INSPECT_SWARM_NODE"
 """The variable that tells a sandbox the id of the node it runs on."""
 
 Event = (
-    tuple[Literal["node"], str] | tuple[Literal["running"], None] | tuple[Literal["ended"], Outcome]
+    tuple[Literal["node"], str]
+    | tuple[Literal["running"], None]
+    | tuple[Literal["ended", "ran"], Outcome]
 )
 """What a slot's task reports: its node, then for each sandbox the command's start and its
-outcome."""
+outcome ("ran": both at once, for a command that ended within `_HOLD_SECONDS`)."""
 
 _POLL_SECONDS = 0.2
 """How often a task waiting on its sandbox lets a cancel (an interrupt) in."""
 
+_HOLD_SECONDS = 0.05
+"""How long the report of a command's start waits to go with its end: a message less for
+each short command, the start of a longer one reported this much later."""
+
 
 @dataclass(frozen=True)
-class NodeJob:
-    """Everything a node needs to run one sandbox of a run."""
+class NodeSlot:
+    """What stays the same for every sandbox a slot runs: sent once, with its first."""
 
     isolation: IsolationConfig
     """The server's isolation, with the node's state directory (each worker takes its own
     directory under it)."""
-    sandbox_id: str
     run_id: str
     spec: RunSpec
-    item: SandboxInput
-    env: dict[str, str]
     dispatch: Any
     """The server's `Dispatch` actor."""
     slot_id: str
-    """The slot (a Ray task) that runs it, and may run the run's next ones."""
+    """The slot (a Ray task) that runs the run's sandboxes in turn."""
+
+
+@dataclass(frozen=True)
+class NodeJob:
+    """One sandbox of a run, for its slot to run."""
+
+    sandbox_id: str
+    item: SandboxInput
+    env: dict[str, str]
 
 
 class Dispatch:
-    """The server's record of cancelled runs and stopped slots, which each slot of a run waits
-    on, and the next sandbox of each slot (a Ray actor on the server's node: its calls are
-    asyncio tasks that cost nothing while they wait)."""
+    """The server's hand-over to the slots of its runs: a stream of each slot's next
+    sandboxes, which ends when the server has no more for it, stops it or cancels its run (a
+    Ray actor on the server's node: its calls are asyncio tasks that cost nothing while they
+    wait)."""
 
     def __init__(self) -> None:
-        self._runs: dict[str, asyncio.Event] = {}
-        self._slots: dict[str, asyncio.Queue[NodeJob | None]] = {}
-        self._stops: dict[str, asyncio.Event] = {}
+        self._runs: dict[str, _DispatchRun] = {}
 
-    def give(self, slot_id: str, job: NodeJob | None) -> None:
-        """The slot's next sandbox (None: the slot ends)."""
-        self._slots.setdefault(slot_id, asyncio.Queue()).put_nowait(job)
+    def give(self, run_id: str, slot_id: str, job: NodeJob | None) -> None:
+        """The slot's next sandbox (None: the slot ends, stopping the sandbox it runs)."""
+        self._run(run_id).queue(slot_id).put_nowait(job)
 
-    async def next(self, slot_id: str, run_id: str) -> NodeJob | None:
-        """The slot's next sandbox, once the server gives it; None once the run is cancelled,
-        the slot stopped or ended."""
-        queue = self._slots.setdefault(slot_id, asyncio.Queue())
-        given = asyncio.ensure_future(queue.get())
-        ended = [asyncio.ensure_future(w) for w in (self.wait(run_id), self.stopped(slot_id))]
-        await asyncio.wait((given, *ended), return_when=asyncio.FIRST_COMPLETED)
-        for waiting in ended:
-            waiting.cancel()
-        job = None
-        if given.done():
-            job = given.result()
-        else:
-            given.cancel()
-        if job is None:
-            self._slots.pop(slot_id, None)
-            self.stop(slot_id)  # its waits return
-            self._stops.pop(slot_id, None)
-        return job
-
-    async def wait(self, run_id: str) -> None:
-        """Return once the run is cancelled (or forgotten)."""
-        await self._runs.setdefault(run_id, asyncio.Event()).wait()
-
-    async def stopped(self, slot_id: str) -> None:
-        """Return once the slot is stopped (or has ended)."""
-        await self._stops.setdefault(slot_id, asyncio.Event()).wait()
-
-    def stop(self, slot_id: str) -> None:
-        """Stop the slot (the server no longer follows it, as when it stops): its sandbox
-        ends, and the slot with it."""
-        self._stops.setdefault(slot_id, asyncio.Event()).set()
+    async def jobs(self, run_id: str, slot_id: str) -> AsyncIterator[NodeJob]:
+        """The slot's next sandboxes, each once the server gives it (a streaming call)."""
+        run = self._run(run_id)
+        try:
+            while (job := await run.queue(slot_id).get()) is not None:
+                yield job
+        finally:
+            run.queues.pop(slot_id, None)
 
     def cancel(self, run_id: str) -> None:
-        """Cancel the run: its tasks' waits return."""
-        self._runs.setdefault(run_id, asyncio.Event()).set()
+        """Cancel the run: the stream of every slot of it ends."""
+        self._run(run_id).cancel()
 
     def forget(self, run_id: str) -> None:
-        """The run has ended: let go of its waits."""
-        event = self._runs.pop(run_id, None)
-        if event is not None:
-            event.set()
+        """The run has ended: let go of it (a slot still waiting ends)."""
+        run = self._runs.pop(run_id, None)
+        if run is not None:
+            run.cancel()
+
+    def _run(self, run_id: str) -> _DispatchRun:
+        return self._runs.setdefault(run_id, _DispatchRun())
+
+
+@dataclass
+class _DispatchRun:
+    """The queue of each slot of a run in the hand-over."""
+
+    queues: dict[str, asyncio.Queue[NodeJob | None]] = field(default_factory=dict)
+    cancelled: bool = False
+
+    def queue(self, slot_id: str) -> asyncio.Queue[NodeJob | None]:
+        jobs = self.queues.get(slot_id)
+        if jobs is None:
+            jobs = self.queues[slot_id] = asyncio.Queue()
+            if self.cancelled:
+                jobs.put_nowait(None)
+        return jobs
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        for jobs in self.queues.values():
+            jobs.put_nowait(None)
 
 
 def process_host(isolation: IsolationConfig) -> SandboxHost:
@@ -193,45 +204,74 @@ def _clear_dead_workers(root: Path) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def run_slot(job: NodeJob) -> Iterator[Event]:
-    """Run `job`'s sandbox on this node, then the run's next ones the server gives this slot,
-    reporting as it goes (see `Event`): Ray's task."""
+def run_slot(run: NodeSlot, job: NodeJob) -> Iterator[Event]:
+    """Run `job`'s sandbox of `run` on this node, then the run's next ones the server gives
+    this slot, reporting as it goes (see `Event`): Ray's task."""
     node = ray.get_runtime_context().get_node_id()
     yield ("node", node)
-    # the run's cancel, or the server's stop of this slot
-    ended = [job.dispatch.wait.remote(job.run_id), job.dispatch.stopped.remote(job.slot_id)]
-    worker = _this_worker(job.isolation)
+    jobs = run.dispatch.jobs.options(num_returns="streaming").remote(run.run_id, run.slot_id)
+    worker = _this_worker(run.isolation)
     slot = Slot()
     try:
         next_job: NodeJob | None = job
         while next_job is not None:
-            yield from _one(worker, next_job, node, slot, ended)
-            next_job = ray.get(job.dispatch.next.remote(job.slot_id, job.run_id))
+            yield from _one(worker, run.spec, next_job, node, slot, jobs)
+            next_job = _next(jobs)
     finally:
         worker.portal.call(slot.close)
 
 
-def _one(worker: _Worker, job: NodeJob, node: str, slot: Slot, ended: list[Any]) -> Iterator[Event]:
+def _next(jobs: Any) -> NodeJob | None:
+    """The slot's next sandbox; None once its stream has ended."""
+    try:
+        job: NodeJob = ray.get(next(jobs))
+    except StopIteration:
+        return None
+    return job
+
+
+class _Stop:
+    """The stop of one sandbox, asked from the task's thread, done on the loop's (where the
+    sandbox's scope is, once its task has started)."""
+
+    def __init__(self) -> None:
+        self.asked = False
+        self.scope: anyio.CancelScope | None = None
+
+    def __call__(self) -> None:
+        self.asked = True
+        if self.scope is not None:
+            self.scope.cancel()
+
+
+def _one(
+    worker: _Worker, spec: RunSpec, job: NodeJob, node: str, slot: Slot, jobs: Any
+) -> Iterator[Event]:
     events: queue.SimpleQueue[Event] = queue.SimpleQueue()
-    # made on the loop's thread (a running task's future cannot be cancelled: its scope can)
-    scope = worker.portal.call(anyio.CancelScope)
-    worker.portal.start_task_soon(_sandbox, worker.host, job, node, slot, scope, events.put)
+    stop = _Stop()
+    worker.portal.start_task_soon(_sandbox, worker.host, spec, job, node, slot, stop, events.put)
+    held = False  # the command's start, not reported yet
     try:
         while True:
             try:
-                event = events.get(timeout=_POLL_SECONDS)
+                event = events.get(timeout=_HOLD_SECONDS if held else _POLL_SECONDS)
             except queue.Empty:
-                # the run's cancel or the slot's stop (the waits' answers come to this worker:
-                # no call to see them)
-                if not scope.cancel_called and ray.wait(ended, num_returns=1, timeout=0)[0]:
-                    worker.portal.call(scope.cancel)
+                if held:
+                    held = False
+                    yield ("running", None)
+                # while a sandbox runs, the server gives its slot nothing: what comes is the
+                # end of the stream (the run's cancel, or the server's stop of the slot)
+                elif not stop.asked and ray.wait([jobs], num_returns=1, timeout=0)[0]:
+                    worker.portal.call(stop)
                 continue
-            yield event
-            if event[0] == "ended":
+            if event[0] == "running":
+                held = True
+            elif event[0] == "ended":
+                yield ("ran", event[1]) if held else event
                 return
     except BaseException:
         # interrupted by Ray, or closed: end the sandbox before the task ends
-        worker.portal.call(scope.cancel)
+        worker.portal.call(stop)
         while events.get()[0] != "ended":
             pass
         raise
@@ -239,18 +279,21 @@ def _one(worker: _Worker, job: NodeJob, node: str, slot: Slot, ended: list[Any])
 
 async def _sandbox(
     host: SandboxHost,
+    spec: RunSpec,
     job: NodeJob,
     node: str,
     slot: Slot,
-    scope: anyio.CancelScope,
+    stop: _Stop,
     report: Callable[[Event], None],
 ) -> None:
     tails = Tails()
     outcome = Outcome("cancelled", "cancelled")
     try:
-        with scope:
+        with anyio.CancelScope() as stop.scope:
+            if stop.asked:
+                stop.scope.cancel()
             started = lambda: report(("running", None))  # noqa: E731
-            outcome = await _run(host, job, node, slot, started, tails)
+            outcome = await _run(host, spec, job, node, slot, started, tails)
     except Exception as ex:
         outcome = Outcome("failed", f"internal error on node {node}: {type(ex).__name__}: {ex}")
     finally:
@@ -259,13 +302,14 @@ async def _sandbox(
 
 async def _run(
     host: SandboxHost,
+    spec: RunSpec,
     job: NodeJob,
     node: str,
     slot: Slot,
     started: Callable[[], None],
     tails: Tails,
 ) -> Outcome:
-    cap = limits(job.spec.size)
+    cap = limits(spec.size)
     try:
         sandbox = await slot.sandbox_for(lambda new: host.create(new, cap), job.sandbox_id)
     except (SandboxError, OSError) as ex:
@@ -273,7 +317,7 @@ async def _run(
     keep = False
     try:
         env = {**job.env, NODE_VARIABLE: node}
-        outcome = await run_command(sandbox, job.spec, job.item, env, started, tails)
+        outcome = await run_command(sandbox, spec, job.item, env, started, tails)
         keep = True
         return outcome
     finally:
