@@ -8,8 +8,8 @@ server on each engine:
 1. N no-op sandboxes (`true`, 1 vCPU and 1 GB each) on each engine, one at a time and then 16
    at a time: the run's wall time (target: Ray at most 2x local), each sandbox's time from
    booting to ended (`startedAt` to `endedAt`) at p50, whose difference is what Ray adds per
-   sandbox (target: under 5 ms), and the CPU time per sandbox of the server, Ray's worker
-   processes (the slots, on the nodes), the hand-over actor and Ray's own daemons. One at a
+   sandbox (target: under 5 ms), and the CPU time per sandbox of the server, the nodes'
+   agents (which run the sandboxes), Ray's other workers and its own daemons. One at a
    time, a sandbox's p50 is its own path; 16 at a time on a machine of few cores, it is mostly
    waiting for a core, and the CPU per sandbox says why.
 2. Memory pressure: a run whose sandboxes (1 vCPU, 4 GB, sleeping 1 s) ask for twice the
@@ -69,8 +69,8 @@ def cpu_seconds() -> dict[str, float]:
         kind = (
             "server"
             if " server " in args
-            else "hand-over"
-            if "Dispatch" in args
+            else "agents"
+            if args.startswith("ray::NodeAgent")
             else "workers"
             if args.startswith("ray::")
             else "ray daemons"

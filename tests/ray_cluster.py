@@ -183,15 +183,31 @@ def cmdline(pid: int) -> str:
         return ""
 
 
+def agent_of(marker: str) -> dict[int, int]:
+    """Each process whose command line begins with `marker` (sandboxes' processes among
+    them), and the node agent process it descends from."""
+    found = {}
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and cmdline(int(proc.name)).startswith(marker):
+            pid = int(proc.name)
+            while pid > 1 and not cmdline(pid).startswith("ray::NodeAgent"):
+                pid = _parent(pid)
+            found[int(proc.name)] = pid
+    return found
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return 1
+
+
 def _parent_has(pid: int, port: int) -> bool:
     """Whether a process descends from the raylet of the worker at `port`."""
     seen = 0
     while pid > 1 and seen < 16:
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            return False
-        pid = int(stat.rsplit(")", 1)[1].split()[1])
+        pid = _parent(pid)
         if f"--node_manager_port={port}" in cmdline(pid):
             return True
         seen += 1

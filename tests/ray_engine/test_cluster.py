@@ -3,6 +3,7 @@ crash, a third) on this machine, inside a network namespace of the test process'
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
@@ -63,6 +64,24 @@ def test_a_run_spreads_over_the_nodes_each_sandbox_knowing_its_own(server: Serve
     assert len({s["node"] for s in sandboxes}) >= 2
     assert done["isolation"]["engine"] == "ray"  # type: ignore[index]
     assert leftovers("sleep 0.5") == []
+
+
+def test_a_slots_later_sandboxes_know_their_node_from_their_start(server: Server) -> None:
+    with server.client() as client:
+        run = client.swarms.start("sleep 0.4; echo $INSPECT_SWARM_NODE", count=6, concurrency=2)
+
+        def booted_where_known() -> bool:
+            got = client.swarms.get(run["id"])["sandboxes"]
+            # the first of each slot waits for Ray to place it; the slot's next boot there
+            later = [s for s in got[2:] if s["status"] in ("booting", "running")]  # type: ignore[index]
+            assert all(s["node"] for s in later)
+            return all(s["status"] == "succeeded" for s in got)  # type: ignore[union-attr]
+
+        wait_until(booted_where_known, timeout=60)
+        done = client.swarms.get(run["id"])
+    assert [s["stdoutTail"] for s in done["sandboxes"]] == [
+        f"{s['node']}\n" for s in done["sandboxes"]
+    ]  # type: ignore[union-attr]
 
 
 def test_cancel_stops_sandboxes_on_every_node(server: Server) -> None:
@@ -172,3 +191,22 @@ def test_a_server_on_loopback_is_refused_beside_nodes_on_other_machines(
         subprocess.run(["ip", "addr", "del", "10.77.0.1/32", "dev", "lo"], check=False)
     # the head knows the far node has gone: the servers of the tests after this one start
     start_ray_server(tmp_path / "after", ray_cluster, *_MEMORY).kill(signal.SIGTERM)
+
+
+def test_a_node_that_cannot_make_sandboxes_fails_them_saying_why(
+    tmp_path: Path, ray_cluster: RayCluster
+) -> None:
+    # the nodes' directory planted by another user: an agent started now refuses it
+    os.chown(NODE_STATE_DIR, 1234, 1234)
+    try:
+        server = start_ray_server(tmp_path / "state", ray_cluster, *_MEMORY)
+        with server.client() as client:
+            run = client.swarms.start("echo ran", count=2, size="1x1")
+            done = wait_for(client, run["id"], timeout=90)
+        server.kill(signal.SIGTERM)
+    finally:
+        os.chown(NODE_STATE_DIR, 0, 0)
+    for sandbox in done["sandboxes"]:  # type: ignore[union-attr]
+        assert sandbox["status"] == "failed"
+        assert "could not start" in sandbox["error"], sandbox["error"]
+        assert "is not a directory of this node's user" in sandbox["error"]

@@ -16,7 +16,7 @@ from inspect_swarm.sandbox import swarm_server
 from inspect_swarm.server._ray_engine import NODE_STATE_DIR
 
 from ..members.test_sandboxes import bash_call, run_envs, tool_results
-from ..ray_cluster import RayCluster
+from ..ray_cluster import RayCluster, agent_of
 from ..runtime.helpers import ALL_RUN
 from ..server.conftest import (
     KEY,
@@ -24,6 +24,7 @@ from ..server.conftest import (
     environment_args,
     point_e2b_at,
     start_ray_server,
+    wait_for,
     wait_until,
 )
 from .test_cluster import leftovers
@@ -137,3 +138,30 @@ def test_a_lost_node_ends_its_long_lived_sandboxes_and_keeps_the_rest(
             else:
                 assert got["status"] == "running"
                 client.sandboxes.kill(sandbox_id)
+
+
+def test_one_agent_per_node_makes_its_runs_and_long_lived_sandboxes(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    point_e2b_at(server, monkeypatch)
+    sbx = e2b.Sandbox.create(timeout=120)
+    try:
+        # held: a start's stream that ends (its handle collected) ends the command
+        handle = sbx.commands.run("exec sleep 30.25", background=True)
+        live_node = sbx.commands.run("echo $INSPECT_SWARM_NODE").stdout.strip()
+        with server.client() as client:
+            run = client.swarms.start("sleep 3.25; echo $INSPECT_SWARM_NODE", count=12, size="1x1")
+            wait_until(lambda: len(agent_of("sleep 3.25")) == 12, timeout=60)
+            agents = agent_of("sleep 3.25")
+            done = wait_for(client, run["id"], timeout=60)
+        nodes = {s["stdoutTail"].strip() for s in done["sandboxes"]}  # type: ignore[union-attr]
+        # a server's sandboxes on a node are one process's, whatever made them
+        assert len(nodes) == 2
+        assert 1 not in agents.values()
+        assert len(set(agents.values())) == 2
+        [live_agent] = set(agent_of("sleep 30.25").values())
+        assert live_agent in agents.values()
+        assert live_node in nodes
+        handle.kill()
+    finally:
+        sbx.kill()

@@ -1,8 +1,9 @@
 """Attacks from inside a sandbox the Ray engine placed on a worker node: the cluster's own
-ports (the head's GCS and client server, each node's raylet, object manager and workers, a
-long-lived sandbox's relay among them) and other sandboxes are out of its reach; only the
-server's address is forwarded. And from outside: another account's key reaches no sandbox
-on a node through the server's relay."""
+ports (the head's GCS and client server, each node's raylet, object manager and workers,
+the node's agent among them) and other sandboxes are out of its reach, and nothing it does
+takes down the agent that made it and the sandboxes beside it; only the server's address is
+forwarded. And from outside: another account's key reaches no sandbox on a node through the
+server."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import pytest
 
 from inspect_swarm.server._isolation import IsolationConfig
 
-from ..ray_cluster import RayCluster
+from ..ray_cluster import RayCluster, agent_of
 from ..server.conftest import (
     OTHER_KEY,
     Server,
@@ -28,6 +29,7 @@ from ..server.conftest import (
     point_e2b_at,
     start_ray_server,
     wait_for,
+    wait_until,
 )
 
 pytestmark = [pytest.mark.ray, needs_namespaces]
@@ -70,6 +72,37 @@ def test_a_sandbox_on_a_worker_reaches_no_port_of_the_cluster(
         assert sandbox["stdoutTail"] == f"reached {server_port}\n", sandbox
 
 
+def test_a_sandbox_cannot_take_down_its_nodes_agent_or_the_sandboxes_beside_it(
+    server: Server,
+) -> None:
+    # one agent on each node makes every sandbox there: the first half kill all they can see
+    # as root, fork a thousand processes and flood their output; the second half run beside
+    attack = (
+        "kill -9 -1; for i in $(seq 1000); do sleep 5.5 & done 2>/dev/null; "
+        "yes overflowing | head -c 50000000; echo attacked"
+    )
+    script = (
+        f'if [ "$MARITIME_SWARM_INDEX" -lt 4 ]; then {attack}; else sleep 4.5; echo survived; fi'
+    )
+    with server.client() as client:
+        run = client.swarms.start(script, count=8, size="1x1", concurrency=8)
+        wait_until(lambda: len(agent_of("sleep 4.5")) == 4, timeout=60)
+        agents = set(agent_of("sleep 4.5").values())
+        sandboxes = wait_for(client, run["id"], timeout=90)["sandboxes"]
+    assert isinstance(sandboxes, list)
+    attackers, others = sandboxes[:4], sandboxes[4:]
+    assert all(s["stdoutTail"].endswith("attacked\n") for s in attackers)  # each ran through
+    assert {(s["status"], s["stdoutTail"]) for s in others} == {("succeeded", "survived\n")}
+    assert {s["node"] for s in attackers} & {s["node"] for s in others}  # beside each other
+    # the agents that made them live on, and make the next run's sandboxes
+    assert 1 not in agents and all(Path(f"/proc/{pid}").exists() for pid in agents)
+    with server.client() as client:
+        after = client.swarms.start("sleep 2.75", count=2, size="1x1", concurrency=2)
+        wait_until(lambda: len(agent_of("sleep 2.75")) == 2, timeout=60)
+        assert set(agent_of("sleep 2.75").values()) <= agents
+        assert wait_for(client, after["id"])["counts"]["succeeded"] == 2  # type: ignore[index]
+
+
 def test_a_sandbox_cannot_reach_another_sandbox_of_the_run(server: Server) -> None:
     script = (
         'if [ "$MARITIME_SWARM_INDEX" = 0 ]; then '
@@ -105,14 +138,14 @@ def sbx(server: Server, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     made.kill()
 
 
-def test_a_long_lived_sandbox_reaches_neither_its_relay_nor_the_cluster(
+def test_a_long_lived_sandbox_reaches_neither_its_agent_nor_the_cluster(
     server: Server, ray_cluster: RayCluster, sbx: Any
 ) -> None:
     ports = [ray_cluster.port, ray_cluster.port + 1]
     for base in ray_cluster.workers.values():  # raylet, object manager, every worker port
         ports += [base, base + 1, *range(base + 10, base + 100)]
     server_port = int(server.url.rsplit(":", 1)[1])
-    # the sandbox's relay is a worker of its node, listening on one of these ports
+    # the node's agent is a worker of its node, listening on one of these ports
     assert len(_listening(ports)) > len(ray_cluster.workers) * 2 + 2
     sbx.files.write("/tmp/probe.py", _PROBE)
     probe = sbx.commands.run(f"python3 /tmp/probe.py {' '.join(map(str, [*ports, server_port]))}")
@@ -123,7 +156,7 @@ def test_another_accounts_key_reaches_no_sandbox_on_a_node(server: Server, sbx: 
     with server.http(OTHER_KEY) as other:
         assert other.get(f"/v1/sandboxes/{sbx.sandbox_id}").status_code == 404
         assert other.delete(f"/v1/sandboxes/{sbx.sandbox_id}").status_code == 404
-        # envd, by the sandbox's id, without its access token: refused before any relay
+        # envd, by the sandbox's id, without its access token: refused before the node
         made = other.post(
             "/filesystem.Filesystem/MakeDir",
             headers={"E2b-Sandbox-Id": sbx.sandbox_id, "Content-Type": "application/json"},

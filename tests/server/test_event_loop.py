@@ -116,9 +116,9 @@ async def test_a_burst_of_starts_leaves_the_event_loop_to_others_between_passes(
     happened: list[str] = []
     booting = Runs.set_booting
 
-    def start(runs: Runs, run_id: str, idx: int) -> None:
+    def start(runs: Runs, run_id: str, idx: int, node: str | None = None) -> None:
         happened.append("start")
-        booting(runs, run_id, idx)
+        booting(runs, run_id, idx, node)
 
     async def others() -> None:
         while True:

@@ -231,11 +231,11 @@ class LocalEngine:
         self._take(run.size)
         self.start_soon(self._sandbox_task, run, idx, self._begin(run, idx))
 
-    def _begin(self, run: EngineRun, idx: int) -> anyio.CancelScope:
+    def _begin(self, run: EngineRun, idx: int, node: str | None = None) -> anyio.CancelScope:
         scope = anyio.CancelScope()
         run.active[idx] = scope
         run.last_start = time.monotonic()
-        self.runs.set_booting(run.id, idx)
+        self.runs.set_booting(run.id, idx, node)
         if not run.started:
             run.started = True
             self.runs.set_running(run.id)
@@ -260,21 +260,21 @@ class LocalEngine:
     async def _sandbox_task(self, run: EngineRun, idx: int, scope: anyio.CancelScope) -> None:
         """Run the sandbox `idx` of `run`, then the run's next queued ones in turn, each in
         the last one's sandbox made anew where it can be (on the memory booked for the first)."""
-        slot = self._new_slot(run)
+        slot = self._new_slot()
         try:
             while True:
                 await self._one(run, idx, scope, slot)
                 if not run.queue:
                     return
                 idx = run.queue.popleft()
-                scope = self._begin(run, idx)
+                scope = self._begin(run, idx, slot.node)
         finally:
             try:
                 await self._end_slot(slot)
             finally:
                 self._give_back(run.size)
 
-    def _new_slot(self, run: EngineRun) -> Slot:
+    def _new_slot(self) -> Slot:
         return Slot()
 
     async def _end_slot(self, slot: Slot) -> None:

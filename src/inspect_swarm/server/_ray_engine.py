@@ -1,18 +1,21 @@
 """The engine that runs each sandbox of a run on a node of a Ray cluster.
 
 The scheduling is the local engine's (first in, first out across runs, each run's concurrency,
-memory booked against the cluster's), and where each sandbox runs is Ray's: a task that asks
-for the sandbox's vCPUs and memory as Ray resources, so Ray's scheduler puts it on a node with
-room for it, and queues it until one has. The task makes the sandbox with the same isolation
-runtime as this machine's (`_ray_node`), runs the command, and sends the outcome back (output
-tails, result file). The server keeps the rest: the API, SQLite, keys.
+memory booked against the cluster's), and where each sandbox runs is Ray's: each of a run's
+slots asks for its room (the sandbox's vCPUs and memory, `_ray_place`), which Ray's scheduler
+finds on a node, or queues until one has it. That node's agent (`_ray_node`) makes the
+sandbox with the same isolation runtime as this machine's, runs the command and answers with
+the outcome (output tails, result file), then runs the slot's next sandbox in it made anew.
+The server keeps the rest: the API, SQLite, keys.
 
-Long-lived sandboxes (`POST /v1/sandboxes`, E2B) are placed the same way, each held on its
-node by a relay that the server's stand-in (`_ray_sandbox`) sends every operation to.
+Long-lived sandboxes (`POST /v1/sandboxes`, E2B) are placed the same way, held by the same
+agents, and used through stand-ins that pass every operation on (`_ray_sandbox`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import ipaddress
 import logging
 import os
@@ -25,13 +28,13 @@ from typing import Any
 import anyio
 import ray
 import ray.exceptions
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ._engine import LiveSandbox, SandboxCredentials
 from ._isolation import IsolationConfig, SandboxHost
 from ._local_engine import EngineRun, LocalEngine
-from ._model import GIB, EndStatus, Outcome, Settings, Size
-from ._ray_node import Dispatch, Event, NodeJob, NodeSlot, run_slot
+from ._model import GIB, Outcome, Settings, Size
+from ._ray_node import NodeJob, pack, unpack
+from ._ray_place import Agents, Room
 from ._ray_sandbox import place_sandbox
 from ._runs import Runs
 from ._sandbox_command import Slot, Tails, command_env, limits
@@ -41,32 +44,30 @@ NODE_STATE_DIR = (
     if os.geteuid() == 0
     else Path(tempfile.gettempdir()) / f"inspect-swarm-ray-{os.geteuid()}"
 )
-"""Where each node keeps its sandboxes (each worker process under a directory of its own):
+"""Where each node keeps its sandboxes (each agent process under a directory of its own):
 root's, where no other user can make it first (each node checks that it is its user's own)."""
 
 _CANCEL_GRACE_SECONDS = 30.0
 """How long a cancelled sandbox's node has to end it before its end is recorded anyway."""
 
-_MOST_WAITS = 1_000_000
-"""The most calls the dispatch actor holds at once (two per running slot)."""
+_HOLD_SECONDS = 0.1
+"""How long the server waits for a sandbox's outcome before it asks whether its command has
+begun: a command that ends within it costs one call, a longer one is seen running this much
+later."""
 
 _WILDCARDS = ("0.0.0.0", "::", "")
 
 logger = logging.getLogger(__name__)
 
-_task = ray.remote(max_retries=0, num_returns="streaming")(run_slot)
-_dispatch_actor = ray.remote(Dispatch)
-
 
 @dataclass(eq=False)
 class RaySlot(Slot):
-    """A run's slot on the Ray engine: the task that holds its room on a node and runs the
-    run's sandboxes in turn there (the sandbox it keeps between them is the node's)."""
+    """A run's slot on the Ray engine: its room on a node, and the agent there that runs the
+    run's sandboxes in turn (the sandbox it keeps between them is the agent's)."""
 
-    run_id: str = ""
-    stream: Any = None
-    """The task's events, while it runs."""
-    node: str | None = None
+    room: Room | None = None
+    agent: Any = None
+    """The agent of the slot's node, once Ray has placed its room."""
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
 
@@ -98,103 +99,85 @@ class RayEngine(LocalEngine):
     ) -> None:
         super().__init__(runs, host, settings, credentials)
         connect(address)
-        here = ray.get_runtime_context().get_node_id()
-        self._dispatcher: Any = _dispatch_actor.options(  # type: ignore[attr-defined]
-            num_cpus=0,
-            max_concurrency=_MOST_WAITS,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
-        ).remote()
-        self._node_isolation = _node_isolation(host, server_host)
+        self._agents = Agents(_node_isolation(host, server_host))
+        self._agents.start()
 
-    def _new_slot(self, run: EngineRun) -> Slot:
-        return RaySlot(run_id=run.id)
+    def _new_slot(self) -> Slot:
+        return RaySlot()
 
     async def _execute(self, run: EngineRun, idx: int, slot: Slot, tails: Tails) -> Outcome:
         assert isinstance(slot, RaySlot)
         record = run.record
         sandbox_id, item = self.runs.input(run.id, idx)
         credentials = self.credentials.sandbox_env(record.lease_id, sandbox_id, record.lineage)
-        job = NodeJob(sandbox_id, item, command_env(record, idx, item, credentials))
-        if slot.stream is None:
-            size = record.spec.size
-            slot.node = None
-            node_slot = NodeSlot(
-                self._node_isolation, run.id, record.spec, self._dispatcher, slot.id
-            )
-            slot.stream = _task.options(
-                num_cpus=size.vcpus, memory=size.memory_gb * GIB, scheduling_strategy="SPREAD"
-            ).remote(node_slot, job)
-        else:
-            self._dispatcher.give.remote(slot.run_id, slot.id, job)
-            if slot.node is not None:
-                self.runs.set_node(run.id, idx, slot.node)
+        env = command_env(record, idx, item, credentials)
         try:
-            return await self._follow(run, idx, slot)
-        except BaseException:
-            # the output so far comes with the node's outcome
-            stream, slot.stream = slot.stream, None
-            if slot.node is not None:
-                # the server stops, or no longer follows
-                self._dispatcher.give.remote(slot.run_id, slot.id, None)
-            tails.take(await _cancel(stream, started=slot.node is not None))
-            raise
+            if slot.room is None:
+                slot.room = Room(limits(record.spec.size))
+                slot.node = await slot.room.node()
+                slot.agent = self._agents.on(slot.node)
+                self.runs.set_node(run.id, idx, slot.node)  # the next ones boot there
+            job = NodeJob(slot.id, sandbox_id, record.spec, item, env, bool(run.queue))
+            return await self._follow(run, idx, slot, job, tails)
         finally:
             self.credentials.revoke(sandbox_id)
 
-    async def _follow(self, run: EngineRun, idx: int, slot: RaySlot) -> Outcome:
-        """The sandbox's events from its slot's task, to its outcome (once the slot's sandbox
-        has ended, for the run's last)."""
-        node = slot.node
+    async def _follow(
+        self, run: EngineRun, idx: int, slot: RaySlot, job: NodeJob, tails: Tails
+    ) -> Outcome:
+        """Have the slot's agent run `job`; its outcome (its command's start recorded on the
+        way, for one that runs a while)."""
+        answer = slot.agent.run.remote(pack(job)).as_future()
         try:
-            async for ref in slot.stream:
-                event: Event = await ref
-                if event[0] == "node":
-                    node = slot.node = event[1]
-                    self.runs.set_node(run.id, idx, node)
-                elif event[0] == "running":
-                    self.runs.set_command_running(run.id, idx)
-                else:
-                    if event[0] == "ran":
-                        self.runs.set_command_running(run.id, idx)
-                    if not run.queue:
-                        await self._end_slot(slot)
-                    return event[1]
-            outcome = Outcome("failed", f"node {node} ended the sandbox without an outcome")
-        except ray.exceptions.NodeDiedError:
-            outcome = Outcome("failed", f"node lost: {node}; the sandbox ended with it")
-        except ray.exceptions.WorkerCrashedError:
-            outcome = Outcome("failed", f"the worker process on node {node} died")
+            if await _began(slot, job, answer):
+                self.runs.set_command_running(run.id, idx)
+            return unpack(await asyncio.shield(answer), Outcome)
+        except ray.exceptions.RayActorError as ex:
+            why, ended = await self._agents.lost(slot.node or "", slot.agent, ex)
+            if not ended:
+                slot.agent.stop.remote(slot.id, job.sandbox_id)  # if the agent lives, it ends it
+            return self._lost(slot, why)
         except ray.exceptions.RayError as ex:
             logger.warning("sandbox %s of run %s failed in Ray: %s", idx, run.id, ex)
-            outcome = Outcome("failed", f"internal error on node {node}: {_why(ex)}")
-        slot.stream = None  # the next sandbox of the run gets a new slot
-        return outcome
+            return self._lost(slot, f"internal error on node {slot.node}: {_why(ex)}")
+        except BaseException:
+            # stopped (the run cancelled, or the server stopping): ended on its node, and
+            # the output so far comes with its outcome
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_CANCEL_GRACE_SECONDS):
+                slot.agent.stop.remote(slot.id, job.sandbox_id)
+                tails.take(await _settled(answer))
+            raise
+
+    def _lost(self, slot: RaySlot, why: str) -> Outcome:
+        """The slot's agent is gone: the sandbox failed, and the run's next gets a new slot."""
+        slot.agent = slot.node = None
+        if slot.room is not None:
+            slot.room.release()
+            slot.room = None
+        return Outcome("failed", why)
 
     async def _end_slot(self, slot: Slot) -> None:
-        """Tell the slot's task to end, and wait (a while) until it has ended its sandbox."""
+        """End the sandbox the slot kept on its node, then give its room back."""
         assert isinstance(slot, RaySlot)
-        stream, slot.stream = slot.stream, None
-        if stream is None:
-            return
-        self._dispatcher.give.remote(slot.run_id, slot.id, None)
-        await _drain(stream)
+        room, slot.room = slot.room, None
+        agent, slot.agent = slot.agent, None
+        if agent is not None:
+            with (
+                anyio.CancelScope(shield=True),
+                anyio.move_on_after(_CANCEL_GRACE_SECONDS),
+                contextlib.suppress(ray.exceptions.RayError),
+            ):
+                await agent.end_slot.remote(slot.id)
+        if room is not None:
+            room.release()
 
     async def create_sandbox(self, sandbox_id: str, size: Size) -> LiveSandbox:
         """Have Ray place a sandbox outside a run on a node with room for it."""
-        return await place_sandbox(self._node_isolation, sandbox_id, limits(size))
-
-    def _end_run(self, run_id: str, status: EndStatus, reason: str) -> None:
-        if run_id in self._runs:
-            self._dispatcher.cancel.remote(run_id)
-        super()._end_run(run_id, status, reason)
-
-    def _maybe_complete(self, run_id: str) -> None:
-        super()._maybe_complete(run_id)
-        if run_id not in self._runs:
-            self._dispatcher.forget.remote(run_id)
+        return await place_sandbox(self._agents, sandbox_id, limits(size))
 
     async def aclose(self) -> None:
-        """End every sandbox, and leave the cluster."""
+        """End every sandbox on the nodes and here, and leave the cluster."""
+        await self._agents.aclose()
         await super().aclose()
         ray.shutdown()
 
@@ -248,32 +231,27 @@ def _loopback(address: str) -> bool:
         return address == "localhost"
 
 
-async def _cancel(stream: Any, started: bool) -> Outcome | None:
-    """End a sandbox's slot: one still waiting for a node never starts; a started one (which
-    its run's cancel or its stop reaches) is waited for (a while) until its node has ended the
-    sandbox and the slot, then killed. The sandbox's outcome, if its node sent it."""
-    if not started:
-        ray.cancel(stream)
-    return await _drain(stream)
+async def _began(slot: RaySlot, job: NodeJob, answer: asyncio.Future[bytes]) -> bool:
+    """Whether the job's command has begun, once it has; False once it ended first (its end
+    is then all there is to record)."""
+    hold = _HOLD_SECONDS
+    while not (await asyncio.wait({answer}, timeout=hold))[0]:
+        began = slot.agent.started.remote(slot.id, job.sandbox_id).as_future()
+        await asyncio.wait({answer, began}, return_when=asyncio.FIRST_COMPLETED)
+        if began.done() and not began.exception() and began.result():
+            return True
+        began.cancel()
+        hold = min(hold * 2, 1.0)  # not begun there yet: ask again, less often
+    return False
 
 
-async def _drain(stream: Any) -> Outcome | None:
-    """Wait (a while) for a slot's task to end, then kill it; the last outcome it sent."""
-    outcome = None
-    with anyio.CancelScope(shield=True), anyio.move_on_after(_CANCEL_GRACE_SECONDS) as grace:
-        try:
-            async for ref in stream:
-                event: Event = await ref
-                if event[0] in ("ended", "ran"):
-                    outcome = event[1]
-        except ray.exceptions.RayError:
-            pass  # the task's end: cancelled, or its node gone
-    if grace.cancelled_caught:
-        ray.cancel(stream, force=True)
-    return outcome
+async def _settled(answer: asyncio.Future[bytes]) -> Outcome | None:
+    """The outcome, once the agent has answered; None when it could not."""
+    await asyncio.wait({answer})
+    return None if answer.exception() else unpack(answer.result(), Outcome)
 
 
 def _why(ex: ray.exceptions.RayError) -> str:
-    """What went wrong in a task: the error it raised, or Ray's own."""
+    """What went wrong in a call: the error it raised, or Ray's own."""
     cause = ex.cause if isinstance(ex, ray.exceptions.RayTaskError) else ex
     return f"{type(cause).__name__}: {cause}"

@@ -208,9 +208,13 @@ class Runs:
             ended = ", ".join(f"{counts[s]} {s}" for s in ("succeeded", "failed", "cancelled"))
             logger.info("run %s completed: %s", run_id, ended)
 
-    def set_booting(self, run_id: str, idx: int) -> None:
-        """A sandbox of the run is being made."""
-        self._set_sandbox(run_id, idx, {"status": "booting", "started_at": time.time()})
+    def set_booting(self, run_id: str, idx: int, node: str | None = None) -> None:
+        """A sandbox of the run is being made (on `node` of the engine's cluster, where the
+        engine knows it already)."""
+        fields: dict[str, Any] = {"status": "booting", "started_at": time.time()}
+        if node is not None:
+            fields["node"] = node
+        self._set_sandbox(run_id, idx, fields)
 
     def set_node(self, run_id: str, idx: int, node: str) -> None:
         """A sandbox of the run has been placed on `node` of the engine's cluster."""

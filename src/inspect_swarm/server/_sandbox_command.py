@@ -71,6 +71,8 @@ class Slot:
     sandboxes of the run it runs in turn, each in the last one's made anew where it can be."""
 
     sandbox: Sandbox | None = None
+    node: str | None = None
+    """The node of the engine's cluster its room is on (None on one machine)."""
 
     async def sandbox_for(
         self, boot: Callable[[str], Awaitable[Sandbox]], sandbox_id: str
