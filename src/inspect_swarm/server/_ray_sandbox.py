@@ -184,26 +184,26 @@ async def place_sandbox(agents: Agents, sandbox_id: str, cap: Limits) -> RaySand
     """Have Ray place a sandbox of `cap` on a node with room for it, and make it there
     (SandboxError when it cannot, or no node has had room for a while)."""
     deadline = anyio.current_time() + _PLACE_SECONDS
-    died: ray.exceptions.ActorDiedError | None = None
+    lost: ray.exceptions.RayActorError | None = None
     for _ in range(_PLACE_ATTEMPTS):
         room = Room(cap)
         try:
             return await _place(agents, room, sandbox_id, cap, deadline)
-        except ray.exceptions.ActorDiedError as ex:
-            # its node died before the sandbox was made there (Ray had not yet seen it go,
-            # and now has): nothing was left on it, and another node may have room
-            died = ex
+        except ray.exceptions.RayActorError as ex:
+            # its node (or its agent) went before the sandbox was made there, Ray having not
+            # yet seen it go: another node may have room
+            lost = ex
         except BaseException:
             room.release()
             raise
         room.release()
-    raise SandboxError(f"the sandbox's node failed it: {died}")
+    raise SandboxError(f"the sandbox's node failed it: {lost}")
 
 
 async def _place(
     agents: Agents, room: Room, sandbox_id: str, cap: Limits, deadline: float
 ) -> RaySandbox:
-    """One try of `place_sandbox` (ActorDiedError when its node's agent died first)."""
+    """One try of `place_sandbox` (RayActorError when its node's agent was lost first)."""
     try:
         with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
             node = await room.node()
@@ -217,8 +217,10 @@ async def _place(
     made = agent.create.remote(sandbox_id, cap)
     try:
         _value(await made)
-    except ray.exceptions.ActorDiedError as ex:
-        await agents.lost(node, agent, ex)
+    except ray.exceptions.RayActorError as ex:
+        _, ended = await agents.lost(node, agent, ex)
+        if not ended:
+            agent.close.remote(sandbox_id)  # if the agent lives, it ends what it made
         raise
     except BaseException as ex:
         # cancelled, or failed in Ray: once the making is over, end what it made
