@@ -210,3 +210,29 @@ def test_a_node_that_cannot_make_sandboxes_fails_them_saying_why(
         assert sandbox["status"] == "failed"
         assert "could not start" in sandbox["error"], sandbox["error"]
         assert "is not a directory of this node's user" in sandbox["error"]
+
+
+def test_a_run_cancelled_while_ray_queues_it_gives_its_room_back(
+    tmp_path: Path, ray_cluster: RayCluster
+) -> None:
+    # the server books more than the workers hold: what does not fit waits in Ray's queue
+    server = start_ray_server(tmp_path / "state", ray_cluster, "--memory-gib", "64")
+    try:
+        with server.client() as client:
+            # a sandbox of 8 GB fills a worker's memory: two fill the cluster
+            full = client.swarms.start("sleep 60.5", count=2, size="1x8")
+            wait_until(lambda: client.swarms.get(full["id"])["counts"]["running"] == 2, 60)  # type: ignore[index]
+            queued = client.swarms.start("echo ran", count=1, size="1x8")
+            time.sleep(1)  # asked Ray for room, which it holds in its queue
+            assert client.swarms.get(queued["id"])["counts"]["booting"] == 1  # type: ignore[index]
+            client.swarms.cancel(queued["id"])
+            done = wait_for(client, queued["id"])
+            assert [s["status"] for s in done["sandboxes"]] == ["cancelled"]  # type: ignore[union-attr]
+            client.swarms.cancel(full["id"])
+            wait_for(client, full["id"])
+            # had the cancelled one kept its place in Ray's queue, it would now take a worker
+            after = client.swarms.start("date +%s.%N; sleep 2", count=2, size="1x8")
+            began = [float(s["stdoutTail"]) for s in wait_for(client, after["id"])["sandboxes"]]  # type: ignore[union-attr]
+        assert abs(began[0] - began[1]) < 1.5  # both workers' room was free
+    finally:
+        server.kill(signal.SIGTERM)
