@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -74,6 +75,8 @@ class Agents:
     def __init__(self, isolation: IsolationConfig) -> None:
         self._isolation = isolation
         self._agents: dict[str, Any] = {}
+        self._verdicts: dict[Any, _Verdict] = {}
+        """What became of each agent lost (one per agent that died: few)."""
 
     def start(self) -> None:
         """Make an agent on every node with CPUs now (an agent's process takes a while to
@@ -99,24 +102,22 @@ class Agents:
     ) -> tuple[str, bool]:
         """The server lost the agent on `node` (`ex`): forget it; what that did to a sandbox
         of it, and whether the sandbox surely ended (else it may run on, to be stopped).
-
-        A node that died takes a while to be counted dead, and a connection that broke may
-        come back: an agent unreachable on a live node is waited for a while, and may live.
-        """
-        if self._agents.get(node) is agent:
+        Every sandbox of the agent learns it from one look at the cluster."""
+        if self._agents.get(node) == agent:
             del self._agents[node]
-        if ex.actor_init_failed:  # the node cannot make sandboxes as the server does
-            why = str(ex).strip().splitlines()[-1]
-            return f"the sandbox agent on node {node} could not start: {why}", True
-        checks = _LOST_CHECKS if isinstance(ex, ray.exceptions.ActorUnavailableError) else 1
-        for check in range(checks):
-            if not await anyio.to_thread.run_sync(_alive, node):
-                return f"node lost: {node}; the sandbox ended with it", True
-            if check + 1 < checks:
-                await anyio.sleep(_LOST_SECONDS / _LOST_CHECKS)
-        if checks == 1:
-            return f"the sandbox agent on node {node} died; the sandbox ended with it", True
-        return f"lost touch with the sandbox agent on node {node}; told it to stop there", False
+        while True:
+            verdict = self._verdicts.get(agent)
+            if verdict is None:
+                verdict = self._verdicts[agent] = _Verdict()
+                try:
+                    verdict.found = await _judge(node, ex)
+                finally:
+                    if verdict.found is None:  # cancelled: the next one asking judges
+                        del self._verdicts[agent]
+                    verdict.done.set()
+            await verdict.done.wait()
+            if verdict.found is not None:
+                return verdict.found
 
     async def aclose(self) -> None:
         """End every sandbox of every agent, then the agents."""
@@ -128,6 +129,32 @@ class Agents:
         for agent in agents:
             with contextlib.suppress(Exception):
                 ray.kill(agent)
+
+
+@dataclass
+class _Verdict:
+    """What became of a lost agent, once the cluster has said."""
+
+    done: anyio.Event = field(default_factory=anyio.Event)
+    found: tuple[str, bool] | None = None
+
+
+async def _judge(node: str, ex: ray.exceptions.RayActorError) -> tuple[str, bool]:
+    """What losing the agent on `node` (`ex`) did to its sandboxes. A node that died takes a
+    while to be counted dead, and a connection that broke may come back: an agent
+    unreachable on a live node is waited for a while, and may live on."""
+    if ex.actor_init_failed:  # the node cannot make sandboxes as the server does
+        why = str(ex).strip().splitlines()[-1]
+        return f"the sandbox agent on node {node} could not start: {why}", True
+    checks = _LOST_CHECKS if isinstance(ex, ray.exceptions.ActorUnavailableError) else 1
+    for check in range(checks):
+        if not await anyio.to_thread.run_sync(_alive, node):
+            return f"node lost: {node}; the sandbox ended with it", True
+        if check + 1 < checks:
+            await anyio.sleep(_LOST_SECONDS / _LOST_CHECKS)
+    if checks == 1:
+        return f"the sandbox agent on node {node} died; the sandbox ended with it", True
+    return f"lost touch with the sandbox agent on node {node}; told it to stop there", False
 
 
 async def _close(agent: Any) -> None:
