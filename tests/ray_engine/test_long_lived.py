@@ -66,9 +66,9 @@ def test_the_e2b_sdk_uses_a_sandbox_placed_on_a_worker(
             sbx.commands.run("echo oops >&2; exit 3")
         assert (failed.value.exit_code, failed.value.stderr) == (3, "oops\n")
         handle = sbx.commands.run("cat", background=True, stdin=True)
-        sbx.commands.send_stdin(handle.pid, "fed through the relay\n")
+        sbx.commands.send_stdin(handle.pid, "fed through the server\n")
         sbx.commands.close_stdin(handle.pid)
-        assert handle.wait().stdout == "fed through the relay\n"
+        assert handle.wait().stdout == "fed through the server\n"
 
         sbx.files.write("notes/a.txt", "written on the node")
         assert sbx.files.read("notes/a.txt") == "written on the node"
@@ -85,7 +85,7 @@ def test_the_e2b_sdk_uses_a_sandbox_placed_on_a_worker(
         ended = http.get(f"/v1/sandboxes/{sbx.sandbox_id}").json()
     assert (ended["status"], ended["endReason"], ended["node"]) == ("ended", "killed", node)
     assert leftovers("sleep 171.5") == []
-    # the sandbox's relay went with it: nothing of its host is left on the node
+    # nothing of the sandbox is left on its node (its agent lives on for the next)
     assert not list(NODE_STATE_DIR.glob(f"w*/sbx/{sbx.sandbox_id}"))
 
 

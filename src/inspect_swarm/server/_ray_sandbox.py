@@ -216,7 +216,7 @@ async def _place(
     agent = agents.on(node)
     made = agent.create.remote(sandbox_id, cap)
     try:
-        _value(await made)
+        answer = await made
     except ray.exceptions.RayActorError as ex:
         _, ended = await agents.lost(node, agent, ex)
         if not ended:
@@ -234,4 +234,5 @@ async def _place(
         if isinstance(ex, ray.exceptions.RayError):
             raise SandboxError(f"the sandbox's node failed it: {ex}") from None
         raise
+    _value(answer)  # the agent's own refusal (a boot that failed): it holds nothing
     return RaySandbox(agent, room, sandbox_id, node)
