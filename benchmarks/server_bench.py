@@ -40,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.server.conftest import KEY, start_server
 
-from inspect_swarm.server._cgroups import Limits
-from inspect_swarm.server._isolation import IsolationConfig, SandboxHost
+from inspect_swarm.server.sandboxes._cgroups import Limits
+from inspect_swarm.server.sandboxes._isolation import IsolationConfig, SandboxHost
 
 COMMANDS = (("no-op", "true"), ("file-writing", "echo x > f"))
 """What each sandbox, and each plain subprocess, runs: `f` is in the sandbox's home (its upper

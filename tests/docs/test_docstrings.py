@@ -25,9 +25,9 @@ MODULES = [
     "inspect_swarm.analysis",
     "inspect_swarm.scripted",
     "inspect_swarm.sandbox",
-    "inspect_swarm.server",
+    "inspect_swarm.client",
 ]
-"""The modules whose exports are the public API (the server's client is `server`'s exports)."""
+"""The modules whose exports are the public API (the Swarms API client is `client`'s exports)."""
 
 HIDDEN = {"model_config"}
 """Members the reference hides (pydantic's configuration is no part of the API)."""

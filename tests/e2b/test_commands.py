@@ -18,22 +18,22 @@ from connectrpc.method import IdempotencyLevel, MethodInfo
 from connectrpc.request import Headers, RequestContext
 from e2b.envd.process import process_pb as pb
 
-from inspect_swarm.server._cgroups import Limits
-from inspect_swarm.server._isolation import (
+from inspect_swarm.server._serve import assemble
+from inspect_swarm.server.domain._long_lived import LongLivedSandbox
+from inspect_swarm.server.domain._swarms import Swarms
+from inspect_swarm.server.edge.e2b._envd import Envd
+from inspect_swarm.server.edge.e2b._process_service import Command, ProcessService
+from inspect_swarm.server.model._keys import Owner
+from inspect_swarm.server.model._types import SandboxSpec, Settings, Size
+from inspect_swarm.server.records._store import Store
+from inspect_swarm.server.sandboxes._cgroups import Limits
+from inspect_swarm.server.sandboxes._isolation import (
     IsolationConfig,
     NamespaceSandbox,
     Sandbox,
     SandboxHost,
     User,
 )
-from inspect_swarm.server._keys import Owner
-from inspect_swarm.server._long_lived import LongLivedSandbox
-from inspect_swarm.server._model import SandboxSpec, Settings, Size
-from inspect_swarm.server._serve import assemble
-from inspect_swarm.server._store import Store
-from inspect_swarm.server._swarms import Swarms
-from inspect_swarm.server.e2b._envd import Envd
-from inspect_swarm.server.e2b._process_service import Command, ProcessService
 
 from ..server.conftest import needs_namespaces
 

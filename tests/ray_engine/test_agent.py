@@ -14,10 +14,10 @@ from typing import Any, TypeVar
 import anyio
 import pytest
 
-from inspect_swarm.server._cgroups import Limits
-from inspect_swarm.server._isolation import ROOT, IsolationConfig, SandboxError
-from inspect_swarm.server._model import Outcome, RunSpec, SandboxInput, Size
-from inspect_swarm.server._ray_node import HeldSandbox, NodeAgent, NodeJob, pack, unpack
+from inspect_swarm.server.engines.ray._node import HeldSandbox, NodeAgent, NodeJob, pack, unpack
+from inspect_swarm.server.model._types import Outcome, RunSpec, SandboxInput, Size
+from inspect_swarm.server.sandboxes._cgroups import Limits
+from inspect_swarm.server.sandboxes._isolation import ROOT, IsolationConfig, SandboxError
 
 from ..server.conftest import needs_namespaces
 

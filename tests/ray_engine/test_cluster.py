@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from inspect_swarm.server._isolation import namespaces_supported
-from inspect_swarm.server._ray_engine import NODE_STATE_DIR
+from inspect_swarm.server.engines.ray._engine import NODE_STATE_DIR
+from inspect_swarm.server.sandboxes._isolation import namespaces_supported
 
 from ..ray_cluster import RayCluster
 from ..server.conftest import Server, start_ray_server, wait_for, wait_until

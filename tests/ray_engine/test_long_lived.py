@@ -13,7 +13,7 @@ from inspect_ai.tool import bash
 
 from inspect_swarm import member, swarm
 from inspect_swarm.sandbox import swarm_server
-from inspect_swarm.server._ray_engine import NODE_STATE_DIR
+from inspect_swarm.server.engines.ray._engine import NODE_STATE_DIR
 
 from ..members.test_sandboxes import bash_call, run_envs, tool_results
 from ..ray_cluster import RayCluster, agent_of

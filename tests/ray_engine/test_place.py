@@ -11,9 +11,9 @@ import anyio
 import pytest
 import ray.exceptions
 
-from inspect_swarm.server import _ray_place
-from inspect_swarm.server._isolation import IsolationConfig
-from inspect_swarm.server._ray_place import Agents
+from inspect_swarm.server.engines.ray import _place as _ray_place
+from inspect_swarm.server.engines.ray._place import Agents
+from inspect_swarm.server.sandboxes._isolation import IsolationConfig
 
 pytestmark = pytest.mark.anyio
 

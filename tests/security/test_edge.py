@@ -24,12 +24,12 @@ import anyio
 import httpx
 import pytest
 
-from inspect_swarm.server._app import create_app
-from inspect_swarm.server._isolation import IsolationConfig, SandboxHost, base_cgroup_name
-from inspect_swarm.server._model import Settings
 from inspect_swarm.server._serve import assemble
-from inspect_swarm.server._store import Store
-from inspect_swarm.server._swarms import Swarms
+from inspect_swarm.server.domain._swarms import Swarms
+from inspect_swarm.server.edge._app import create_app
+from inspect_swarm.server.model._types import Settings
+from inspect_swarm.server.records._store import Store
+from inspect_swarm.server.sandboxes._isolation import IsolationConfig, SandboxHost, base_cgroup_name
 
 from ..server.conftest import KEY, Server, start_server, wait_for, wait_until
 from ..server.test_sandboxes import TINY, local, run_to_completion

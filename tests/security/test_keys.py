@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from inspect_swarm.server import AuthenticationError
+from inspect_swarm.client import AuthenticationError
 
 from ..server.conftest import start_server, wait_for, wait_until
 from ..server.test_sandboxes import TINY

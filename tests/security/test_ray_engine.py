@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from inspect_swarm.server._isolation import IsolationConfig
+from inspect_swarm.server.sandboxes._isolation import IsolationConfig
 
 from ..ray_cluster import RayCluster, agent_of
 from ..server.conftest import (
@@ -174,8 +174,8 @@ def test_another_accounts_key_reaches_no_sandbox_on_a_node(server: Server, sbx: 
 
 
 def test_a_nodes_directory_made_by_another_user_or_a_link_is_refused(tmp_path: Path) -> None:
-    from inspect_swarm.server._isolation import SandboxError
-    from inspect_swarm.server._ray_node import process_host
+    from inspect_swarm.server.engines.ray._node import process_host
+    from inspect_swarm.server.sandboxes._isolation import SandboxError
 
     planted = tmp_path / "planted"
     planted.mkdir()

@@ -15,8 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from inspect_swarm.server import SwarmsClient
-from inspect_swarm.server._isolation import SYSTEM_DIRS, namespaces_supported
+from inspect_swarm.client import SwarmsClient
+from inspect_swarm.server.sandboxes._isolation import SYSTEM_DIRS, namespaces_supported
 
 from ..ray_cluster import RayCluster
 
@@ -53,7 +53,7 @@ class Server:
 
 
 def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "inspect_swarm.server._cli", *args]
+    return [sys.executable, "-m", "inspect_swarm.cli", *args]
 
 
 SCRIPT = str(Path(sys.executable).parent / "inspect-swarm")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from inspect_swarm.server import AuthenticationError, ConflictError, NotFoundError
+from inspect_swarm.client import AuthenticationError, ConflictError, NotFoundError
 
 from .conftest import (
     KEY,

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from inspect_swarm.server import SwarmsClient
-from inspect_swarm.server._cli import parse_duration, read_inputs
+from inspect_swarm.cli._main import parse_duration, read_inputs
+from inspect_swarm.client import SwarmsClient
 
 from .conftest import KEY, SCRIPT, Server, cli, run_script, start_server
 
@@ -73,7 +73,7 @@ def on_terminal(*args: str) -> Result:
 @pytest.fixture
 def local(home: Path, server: Server) -> Server:
     """The module's server, recorded as the current context `test`."""
-    from inspect_swarm.server._config import Context, record
+    from inspect_swarm.client._contexts import Context, record
 
     record(Context("test", server.url, KEY, "login"), make_current=True)
     return server
@@ -151,7 +151,7 @@ def test_no_silent_default_server(home: Path, tmp_path: Path) -> None:
 
 
 def test_an_unreachable_server_is_named_with_how_to_choose_another(home: Path) -> None:
-    from inspect_swarm.server._config import Context, record
+    from inspect_swarm.client._contexts import Context, record
 
     record(Context("gone", "http://127.0.0.1:9", "k", "login"), make_current=True)
     failed = run("swarms", "list")
@@ -177,7 +177,7 @@ def test_login_records_a_server_and_contexts_choose_one(home: Path, server: Serv
     assert refused.returncode == 1 and "401" in refused.stderr and server.url in refused.stderr
     assert "bad" not in json.loads(path.read_text())["contexts"]
 
-    from inspect_swarm.server._config import Context, record
+    from inspect_swarm.client._contexts import Context, record
 
     record(Context("elsewhere", "http://127.0.0.1:9", "other", "login"), make_current=False)
     listed = run("context", "list", "--json")
@@ -230,7 +230,7 @@ def test_a_server_records_its_context_unless_told_not_to(home: Path, tmp_path: P
     quiet = start_server(tmp_path / "quiet", "--isolation", "process")  # with --no-context
     quiet.kill()
     assert not home.exists()
-    from inspect_swarm.server._config import Context, load, record
+    from inspect_swarm.client._contexts import Context, load, record
 
     record(Context("hosted", "http://127.0.0.1:9", "k", "login"), make_current=True)
     process = subprocess.Popen(
@@ -468,7 +468,7 @@ def test_server_help_shows_every_default(tmp_path: Path) -> None:
     assert re.search(r"3/4 of RAM, here \d+ GiB\)", text)
     assert "namespaces (Linux, as root), process" in text
     # every option has a line of help
-    from inspect_swarm.server._cli import build_parser
+    from inspect_swarm.cli._main import build_parser
 
     commands = next(a for a in build_parser()._actions if a.choices)
     server = commands.choices["server"]  # type: ignore[index]

@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from inspect_swarm.server import (
+from inspect_swarm.client import (
     APIConnectionError,
     AsyncSwarmsClient,
     AuthenticationError,
@@ -19,7 +19,7 @@ from inspect_swarm.server import (
     SwarmsAPIError,
     SwarmsClient,
 )
-from inspect_swarm.server._client import parse_size
+from inspect_swarm.client._client import parse_size
 
 from .conftest import KEY, Server, needs_namespaces
 
@@ -292,7 +292,7 @@ async def test_both_clients_send_the_same_requests_for_every_call() -> None:
 
 
 def test_where_the_client_finds_its_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from inspect_swarm.server._config import Context, record, resolve
+    from inspect_swarm.client._contexts import Context, record, resolve
 
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     monkeypatch.delenv("MARITIME_API_URL", raising=False)

@@ -14,17 +14,22 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from inspect_swarm.server import _isolation
-from inspect_swarm.server._cgroups import Cgroups, Limits
-from inspect_swarm.server._forward import Forwarder
-from inspect_swarm.server._isolation import IsolationConfig, NamespaceSandbox, Sandbox, SandboxHost
-from inspect_swarm.server._keys import Owner
-from inspect_swarm.server._model import Settings
-from inspect_swarm.server._runs import Runs
-from inspect_swarm.server._schema import start_request
 from inspect_swarm.server._serve import assemble
-from inspect_swarm.server._store import Store
-from inspect_swarm.server._swarms import Swarms
+from inspect_swarm.server.domain._swarms import Swarms
+from inspect_swarm.server.edge._schema import start_request
+from inspect_swarm.server.model._keys import Owner
+from inspect_swarm.server.model._types import Settings
+from inspect_swarm.server.records._runs import Runs
+from inspect_swarm.server.records._store import Store
+from inspect_swarm.server.sandboxes import _isolation
+from inspect_swarm.server.sandboxes._cgroups import Cgroups, Limits
+from inspect_swarm.server.sandboxes._forward import Forwarder
+from inspect_swarm.server.sandboxes._isolation import (
+    IsolationConfig,
+    NamespaceSandbox,
+    Sandbox,
+    SandboxHost,
+)
 
 from .conftest import needs_namespaces
 from .test_sandboxes import local, run_to_completion

@@ -11,7 +11,7 @@ from types import FrameType
 
 import pytest
 
-from inspect_swarm.server._sandbox_files import read_file, write_file
+from inspect_swarm.server.sandboxes._files import read_file, write_file
 
 
 @pytest.fixture(autouse=True)

@@ -132,6 +132,6 @@ def test_plot_writes_each_view(logs: Path, tmp_path: Path, suffix: str) -> None:
 def test_show_and_plot_import_inspect_ai_only_when_they_run(logs: Path) -> None:
     for command in (["show", "--help"], ["plot", "--help"]):
         modules = imported(*command)
-        assert "inspect_swarm.server._log_commands" in modules
+        assert "inspect_swarm.cli._logs" in modules
         assert not {m for m in modules if m.split(".")[0] == "inspect_ai"}, command
     assert "inspect_ai.log" in imported("show", str(logs))

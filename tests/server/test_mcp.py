@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from inspect_swarm.server import AsyncSwarmsClient
+from inspect_swarm.client import AsyncSwarmsClient
 
 from .conftest import KEY, Server, needs_namespaces
 
@@ -49,7 +49,7 @@ async def session(server: Server, *names: str, mode: str = "auto") -> AsyncItera
     from mcp import Client, StdioServerParameters
 
     env = {**os.environ, "MARITIME_API_URL": server.url, "MARITIME_API_KEY": KEY}
-    command = ["-m", "inspect_swarm.server._cli", "mcp", *names]
+    command = ["-m", "inspect_swarm.cli", "mcp", *names]
     params = StdioServerParameters(command=sys.executable, args=command, env=env)
     async with Client(params, mode=mode) as client:  # type: ignore[arg-type]
         yield client
@@ -155,8 +155,8 @@ async def test_hosted_tool_names_and_the_legacy_handshake(server: Server) -> Non
 
 
 def test_tool_names_are_checked_and_chosen_on_the_command_line() -> None:
-    from inspect_swarm.server._cli import build_parser
-    from inspect_swarm.server._mcp import McpServer
+    from inspect_swarm.cli._main import build_parser
+    from inspect_swarm.cli._mcp import McpServer
 
     api = AsyncSwarmsClient(api_key=KEY, base_url="http://127.0.0.1:9")
     with pytest.raises(

@@ -9,8 +9,8 @@ import signal
 import anyio
 import pytest
 
-from inspect_swarm.server._child_process import ChildProcess, SpawnOptions, spawn
-from inspect_swarm.server._isolation import DEFAULT_PATH
+from inspect_swarm.server.sandboxes._child_process import ChildProcess, SpawnOptions, spawn
+from inspect_swarm.server.sandboxes._isolation import DEFAULT_PATH
 
 pytestmark = pytest.mark.anyio
 

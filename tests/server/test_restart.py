@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from inspect_swarm.server._cgroups import _ROOT, _V1_CONTROLLERS, _own_cgroups
-from inspect_swarm.server._isolation import base_cgroup_name
+from inspect_swarm.server.sandboxes._cgroups import _ROOT, _V1_CONTROLLERS, _own_cgroups
+from inspect_swarm.server.sandboxes._isolation import base_cgroup_name
 
 from .conftest import Server, needs_namespaces, start_server, wait_for, wait_until
 

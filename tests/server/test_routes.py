@@ -11,11 +11,11 @@ from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from starlette.routing import BaseRoute
 
-from inspect_swarm.server._app import create_app
-from inspect_swarm.server._isolation import IsolationConfig, SandboxHost
-from inspect_swarm.server._model import Settings
 from inspect_swarm.server._serve import assemble
-from inspect_swarm.server._store import Store
+from inspect_swarm.server.edge._app import create_app
+from inspect_swarm.server.model._types import Settings
+from inspect_swarm.server.records._store import Store
+from inspect_swarm.server.sandboxes._isolation import IsolationConfig, SandboxHost
 
 
 def _calls(dependant: Dependant) -> Iterator[object]:

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from inspect_swarm.server import _runs
-from inspect_swarm.server._keys import Owner
-from inspect_swarm.server._model import Outcome, RunRecord, RunSpec, SandboxInput, Size
-from inspect_swarm.server._runs import Runs
-from inspect_swarm.server._store import Store
+from inspect_swarm.server.model._keys import Owner
+from inspect_swarm.server.model._types import Outcome, RunRecord, RunSpec, SandboxInput, Size
+from inspect_swarm.server.records import _runs
+from inspect_swarm.server.records._runs import Runs
+from inspect_swarm.server.records._store import Store
 
 ISOLATION = {"mode": "process"}
 SPEC = RunSpec("true", Size(1, 1), 600, "base", None)

@@ -17,11 +17,13 @@ from pathlib import Path
 import anyio
 import pytest
 
-from inspect_swarm.server import _sandbox_files
-from inspect_swarm.server._cgroups import Cgroups, Limits, SandboxCgroup, default_pids_cap
-from inspect_swarm.server._child_process import SpawnOptions, spawn
-from inspect_swarm.server._forward import Forwarder
-from inspect_swarm.server._isolation import (
+from inspect_swarm.server.engines._command import follow
+from inspect_swarm.server.sandboxes import _files as _sandbox_files
+from inspect_swarm.server.sandboxes._cgroups import Cgroups, Limits, SandboxCgroup, default_pids_cap
+from inspect_swarm.server.sandboxes._child_process import SpawnOptions, spawn
+from inspect_swarm.server.sandboxes._forward import Forwarder
+from inspect_swarm.server.sandboxes._init import _command_filter, _copy
+from inspect_swarm.server.sandboxes._isolation import (
     _FS_IOC_GETFLAGS,
     _FS_TOPDIR_FL,
     IsolationConfig,
@@ -32,8 +34,6 @@ from inspect_swarm.server._isolation import (
     User,
     _answer,
 )
-from inspect_swarm.server._sandbox_command import follow
-from inspect_swarm.server._sandbox_init import _command_filter, _copy
 
 from .conftest import needs_namespaces
 

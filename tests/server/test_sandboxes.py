@@ -14,14 +14,19 @@ from typing import Any
 import anyio
 import pytest
 
-from inspect_swarm.server._cgroups import Limits
-from inspect_swarm.server._isolation import IsolationConfig, NamespaceSandbox, Sandbox, SandboxHost
-from inspect_swarm.server._keys import Owner
-from inspect_swarm.server._model import Settings
-from inspect_swarm.server._schema import StartBody, body_hash
 from inspect_swarm.server._serve import assemble
-from inspect_swarm.server._store import Store
-from inspect_swarm.server._swarms import Swarms
+from inspect_swarm.server.domain._swarms import Swarms
+from inspect_swarm.server.edge._schema import StartBody, body_hash
+from inspect_swarm.server.model._keys import Owner
+from inspect_swarm.server.model._types import Settings
+from inspect_swarm.server.records._store import Store
+from inspect_swarm.server.sandboxes._cgroups import Limits
+from inspect_swarm.server.sandboxes._isolation import (
+    IsolationConfig,
+    NamespaceSandbox,
+    Sandbox,
+    SandboxHost,
+)
 
 from .conftest import Server, needs_namespaces, start_server, wait_for, wait_until
 

@@ -15,7 +15,7 @@ import pytest
 
 import inspect_swarm
 import inspect_swarm.analysis
-import inspect_swarm.server
+import inspect_swarm.client
 
 from .conftest import KEY, Server, run_script, start_server
 
@@ -55,7 +55,7 @@ def test_the_cli_and_client_paths_do_not_import_inspect_ai(server: Server, tmp_p
         "mcp": imported("mcp", stdin=mcp + "\n", env=env),
     }
     for path, modules in paths.items():
-        assert "inspect_swarm.server._cli" in modules, path  # the report is complete
+        assert "inspect_swarm.cli._main" in modules, path  # the report is complete
         assert not {m for m in modules if m.split(".")[0] == "inspect_ai"}, path
     assert "httpx" in paths["swarms list"] and "httpx" not in paths["help"]
     assert "mcp" not in paths["mcp"]  # the MCP server speaks the protocol itself
@@ -72,7 +72,7 @@ def test_the_server_path_does_not_import_inspect_ai(tmp_path: Path) -> None:
     finally:
         server.kill()
     modules = _modules((tmp_path / "state.log").read_text())
-    assert {"inspect_swarm.server._serve", "inspect_swarm.server._engine"} <= modules
+    assert {"inspect_swarm.server._serve", "inspect_swarm.server.engines._engine"} <= modules
     assert not {m for m in modules if m.split(".")[0] == "inspect_ai"}
 
 
@@ -91,7 +91,7 @@ def test_import_inspect_swarm_loads_names_on_first_use() -> None:
 
 @pytest.mark.parametrize(
     "package",
-    [inspect_swarm, inspect_swarm.analysis, inspect_swarm.server],
+    [inspect_swarm, inspect_swarm.analysis, inspect_swarm.client],
     ids=lambda p: p.__name__,
 )
 def test_the_stub_is_the_public_api(package: object) -> None:
@@ -113,11 +113,11 @@ def test_the_stub_is_the_public_api(package: object) -> None:
 
 def test_type_checkers_see_every_public_name(tmp_path: Path) -> None:
     names = ", ".join(inspect_swarm.__all__)
-    server_names = ", ".join(inspect_swarm.server.__all__)
+    server_names = ", ".join(inspect_swarm.client.__all__)
     snippet = tmp_path / "snippet.py"
     snippet.write_text(
         f"from inspect_swarm import {names}\n"
-        f"from inspect_swarm.server import {server_names}\n"
+        f"from inspect_swarm.client import {server_names}\n"
         "budget: Budget = Budget(tokens=10_000)\n"
         "agent = swarm(member(react_factory := swarm_react, count=2), budget=budget)\n"
         "client: SwarmsClient = SwarmsClient(api_key='k', base_url='http://x')\n"

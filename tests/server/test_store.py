@@ -15,13 +15,14 @@ from pathlib import Path
 import anyio
 import pytest
 
-from inspect_swarm.server import AuthenticationError, _swarms
-from inspect_swarm.server._auth import account_of
-from inspect_swarm.server._cli import main
-from inspect_swarm.server._isolation import IsolationConfig, SandboxHost
-from inspect_swarm.server._model import RunRecord, RunSpec, SandboxInput, Settings, Size
+from inspect_swarm.cli._main import main
+from inspect_swarm.client import AuthenticationError
 from inspect_swarm.server._serve import assemble
-from inspect_swarm.server._store import SCHEMA_VERSION, Store
+from inspect_swarm.server.domain import _swarms
+from inspect_swarm.server.edge._auth import account_of
+from inspect_swarm.server.model._types import RunRecord, RunSpec, SandboxInput, Settings, Size
+from inspect_swarm.server.records._store import SCHEMA_VERSION, Store
+from inspect_swarm.server.sandboxes._isolation import IsolationConfig, SandboxHost
 
 from .conftest import KEY, needs_namespaces, start_server
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from inspect_swarm.server import sample_arms, sweep
+from inspect_swarm.client import sample_arms, sweep
 
 from .conftest import environment_args, needs_namespaces, start_server
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from inspect_swarm.server import AuthenticationError, ConflictError, NotFoundError
-from inspect_swarm.server._cli import main
+from inspect_swarm.cli._main import main
+from inspect_swarm.client import AuthenticationError, ConflictError, NotFoundError
 
 from .conftest import (
     KEY,

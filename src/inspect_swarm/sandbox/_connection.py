@@ -57,7 +57,7 @@ async def find_server(
 
 async def hosted_lease() -> Connection:
     """A lease on the hosted swarm server of `MARITIME_API_KEY` (its variables say where)."""
-    from inspect_swarm.server import AsyncSwarmsClient
+    from inspect_swarm.client import AsyncSwarmsClient
 
     async with AsyncSwarmsClient() as client:
         lease = await client.servers.lease()

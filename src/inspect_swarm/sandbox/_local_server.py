@@ -40,7 +40,7 @@ class LocalServer:
         ready = state / "ready.json"
         # the server makes its key and gives it in the ready file (0600): a key on the
         # command line would be in /proc/<pid>/cmdline for every user of the machine
-        command = [sys.executable, "-m", "inspect_swarm.server._cli", "server", "--port", "0"]
+        command = [sys.executable, "-m", "inspect_swarm.cli", "server", "--port", "0"]
         command += ["--ready-file", str(ready), "--state-dir", str(state / "state")]
         with (state / "server.log").open("wb") as log:
             # forked from the loop's thread on purpose: the server dies with that thread

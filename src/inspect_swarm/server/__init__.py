@@ -1,12 +1,9 @@
-"""The swarm server, its Swarms API client, CLI and MCP tools.
+"""The swarm server: the Swarms API, long-lived and E2B-compatible sandboxes on this machine
+or a Ray cluster.
 
-A self-hosted server for the Swarms API (one shell command on many isolated sandboxes at
-once) and a client that works the same against it and against hosted servers. The swarm
-library never imports this package; its server needs the `server` extra.
+Its floors, top-down: `edge` (HTTP: routes, auth, limits, the E2B surface), `domain` (the
+rules), `engines` (running sandboxes: here, or on Ray), `records` (the one write path and its
+SQLite store), and at the bottom `model` (the shared types, errors and input rules) and
+`sandboxes` (isolation on this machine). `_serve` assembles them. Start it with
+`inspect-swarm server`; talk to it with `inspect_swarm.client`. It needs the `server` extra.
 """
-
-import lazy_loader
-
-# Each public name is imported on first use, from the imports of `__init__.pyi`, so that the
-# CLI, which lives in this package, starts without the client's HTTP stack when it needs none.
-__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

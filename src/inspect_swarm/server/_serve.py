@@ -10,6 +10,7 @@ import secrets
 import shutil
 import socket
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -17,12 +18,17 @@ from typing import Literal
 import uvicorn
 from fastapi import FastAPI
 
-from ._app import create_app
-from ._auth import ALL_SCOPES
-from ._config import LOCAL, Context, record
 from ._defaults import DEFAULT_PORT, default_memory_gib, default_state_dir
-from ._edge import MIB, HttpLimits, http_protocol
-from ._isolation import (
+from .domain._leases import Keyring
+from .domain._swarms import Swarms
+from .edge._app import create_app
+from .edge._auth import ALL_SCOPES
+from .edge._middleware import MIB, HttpLimits, http_protocol
+from .engines._local import LocalEngine
+from .model._types import Settings
+from .records._runs import Runs
+from .records._store import Store
+from .sandboxes._isolation import (
     DISK_BYTES,
     GIB,
     IsolationConfig,
@@ -30,12 +36,6 @@ from ._isolation import (
     SandboxError,
     SandboxHost,
 )
-from ._leases import Keyring
-from ._local_engine import LocalEngine
-from ._model import Settings
-from ._runs import Runs
-from ._store import Store
-from ._swarms import Swarms
 
 
 def default_disk_gib(state_dir: Path, memory_gib: int) -> int:
@@ -79,8 +79,6 @@ class ServerOptions:
     """Where sandboxes of runs run: this machine, or the nodes of a Ray cluster."""
     ray_address: str | None = None
     """The Ray cluster to join (None: the one this machine is part of)."""
-    context: str | None = LOCAL
-    """The context to record this server as in the user's config (None: record none)."""
     log_level: str = "warning"
 
 
@@ -122,7 +120,7 @@ def assemble(
     default), taking up where the last server on the store left off."""
     keyring = Keyring(store, url)
     if options is not None and options.engine == "ray":
-        from ._ray_engine import RayEngine, ray_isolation
+        from .engines.ray._engine import RayEngine, ray_isolation
 
         runs = Runs(store, ray_isolation(host))
         engine = RayEngine(runs, host, settings, keyring, options.ray_address, options.host)
@@ -131,7 +129,12 @@ def assemble(
     return Swarms(store, runs, LocalEngine(runs, host, settings, keyring), keyring, settings)
 
 
-def serve(options: ServerOptions) -> None:
+Announce = Callable[[str, str], str]
+"""Told the server's URL as clients on this machine reach it and its first key, once it
+listens; returns a line to print under the server's address (the CLI records a context)."""
+
+
+def serve(options: ServerOptions, on_ready: Announce | None = None) -> None:
     """Run the server in the foreground until interrupted."""
     logging.basicConfig(
         level=options.log_level.upper(),
@@ -193,9 +196,9 @@ def serve(options: ServerOptions) -> None:
     print(f"  MARITIME_API_URL={url}", flush=True)
     print(f"  MARITIME_API_KEY={first_key}", flush=True)
     print(f"  isolation: {sandbox_host.describe()['note']}", flush=True)
-    if options.context is not None:
+    if on_ready is not None:
         here = f"[{inner}]" if ":" in inner else inner
-        print(f"  {_record(options.context, f'http://{here}:{port}', first_key)}", flush=True)
+        print(f"  {on_ready(f'http://{here}:{port}', first_key)}", flush=True)
     if options.ready_file is not None:
         write_private(options.ready_file, json.dumps({"url": url, "apiKey": first_key}))
     try:
@@ -209,20 +212,9 @@ def _engine_memory_gib(options: ServerOptions) -> int:
     Ray the memory of the cluster's nodes (joining it)."""
     if options.engine == "local":
         return default_memory_gib()
-    from ._ray_engine import connect
+    from .engines.ray._engine import connect
 
     return connect(options.ray_address)
-
-
-def _record(name: str, url: str, key: str) -> str:
-    """Record the server as the context `name`; what the user is told about it."""
-    try:
-        current = record(Context(name, url, key, "server"), make_current=False)
-    except (OSError, ValueError) as ex:
-        return f"context: not recorded ({ex})"
-    if current:
-        return f"context: {name} (current: the CLI and SwarmsClient() here talk to this server)"
-    return f"context: {name} (not the current one: `inspect-swarm context use {name}` picks it)"
 
 
 def _shares(options: ServerOptions) -> tuple[str, ...]:

@@ -1,0 +1,121 @@
+"""Who calls, and what they may do: the server's bearer keys (one account each) and the `mlk_`
+keys made for their leases and sandboxes, as FastAPI dependencies that authenticate a request
+and check its scope before its route runs.
+
+A route takes `Reader`, `Provisioner` or `Releaser` and gets the caller's `Principal`. The
+keys live on the app (`app.state.keys`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from ..domain._leases import Keyring
+from ..model._keys import Owner
+from ._access_log import note_caller
+from ._errors import ApiError
+
+PROVISION = "provision"
+READ = "read"
+ALL_SCOPES = frozenset({READ, PROVISION})
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: whose records its key reaches, what it may do, and the key itself."""
+
+    owner: Owner
+    scopes: frozenset[str]
+    key: str
+
+
+class Keys:
+    """The bearer keys this server accepts: its own keys (one account each), and the `mlk_`
+    keys made for those accounts while their lease is open (see `model._keys`)."""
+
+    def __init__(self, keys: Mapping[str, frozenset[str]], keyring: Keyring) -> None:
+        self._keys = dict(keys)
+        self._scopes = {account_of(key): scopes for key, scopes in keys.items()}
+        self._keyring = keyring
+
+    @property
+    def accounts(self) -> frozenset[str]:
+        """The accounts of this server's keys."""
+        return frozenset(self._scopes)
+
+    def lookup(self, key: str) -> Principal | None:
+        """Who a key stands for: a server key's account, or what a key made for an account
+        that still has a server key reaches (None if unknown)."""
+        if key in self._keys:
+            return Principal(Owner(account_of(key)), self._keys[key], key)
+        made = self._keyring.find(key)
+        if made is None or (scopes := self._scopes.get(made.account)) is None:
+            return None
+        return Principal(Owner(made.account, made.lineage), scopes, key)
+
+    def identify(self, request: Request, key: str) -> Principal | None:
+        """`lookup`, noting who made the request for its log line."""
+        principal = self.lookup(key)
+        if principal is not None:
+            note_caller(request, principal.owner)
+        return principal
+
+    def principal(self, request: Request, scope: str) -> Principal:
+        """Authenticate the request by its bearer key and check that the key has `scope`."""
+        kind, _, key = request.headers.get("authorization", "").partition(" ")
+        if kind.lower() != "bearer" or not key.strip():
+            raise ApiError(401, "unauthorized", "missing API key: send Authorization: Bearer <key>")
+        principal = self.identify(request, key.strip())
+        if principal is None:
+            raise ApiError(401, "unauthorized", "unknown API key")
+        if scope not in principal.scopes:
+            raise ApiError(
+                403, "insufficient_scope", f"this API key lacks the {scope!r} scope needed here"
+            )
+        return principal
+
+
+def account_of(key: str) -> str:
+    """The account a server key stands for (one account per key)."""
+    return "acct_" + hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
+def keys_of(request: Request) -> Keys:
+    """The keys of the request's app."""
+    keys = request.app.state.keys
+    assert isinstance(keys, Keys), "create_app puts the server's keys on the app"
+    return keys
+
+
+async def _reader(request: Request) -> Principal:
+    return keys_of(request).principal(request, READ)
+
+
+async def _provisioner(request: Request) -> Principal:
+    return keys_of(request).principal(request, PROVISION)
+
+
+async def _releaser(request: Request) -> Principal:
+    who = keys_of(request).principal(request, PROVISION)
+    if who.owner.sandbox_key:
+        raise ApiError(
+            403,
+            "sandbox_key",
+            "DELETE /v1/servers/lease: a sandbox's key cannot release the lease (it would "
+            "end every sandbox on it); release it with the account's key",
+        )
+    return who
+
+
+Reader = Annotated[Principal, Depends(_reader)]
+"""A caller whose key has the `read` scope."""
+Provisioner = Annotated[Principal, Depends(_provisioner)]
+"""A caller whose key has the `provision` scope."""
+Releaser = Annotated[Principal, Depends(_releaser)]
+"""A caller that may release the lease: the `provision` scope, and the account's key or its
+lease's (a sandbox's key would end every sandbox on it, its own with them)."""

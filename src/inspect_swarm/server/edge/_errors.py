@@ -1,0 +1,71 @@
+"""How the Swarms API answers what goes wrong: the HTTP status of each domain error, and
+`ApiError` for what the transport refuses itself (a missing key, an unknown route...)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..model._types import (
+    BootFailed,
+    EngineStopped,
+    IdempotencyConflict,
+    InvalidRequest,
+    LeaseEnded,
+    MemoryFull,
+    NoLease,
+    NotFound,
+    PlanRequired,
+    ServerBusy,
+    SwarmError,
+    SwarmSandbox,
+    SwarmTooLarge,
+)
+from ..records._wire import error_object
+
+_STATUS: dict[type[SwarmError], int] = {
+    InvalidRequest: 400,
+    PlanRequired: 402,
+    SwarmTooLarge: 403,
+    NotFound: 404,
+    NoLease: 404,
+    IdempotencyConflict: 409,
+    ServerBusy: 409,
+    SwarmSandbox: 409,
+    LeaseEnded: 409,
+    MemoryFull: 429,
+    BootFailed: 500,
+    EngineStopped: 503,
+}
+
+
+def http_status(error: SwarmError) -> int:
+    """The HTTP status that answers a domain error."""
+    return _STATUS[type(error)]
+
+
+class ApiError(Exception):
+    """An error answered as JSON with the spec's code and HTTP status."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        detail: str,
+        field: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.code = code
+        self.detail = detail
+        self.field = field
+        self.headers = headers or {}
+
+    @classmethod
+    def of(cls, error: SwarmError) -> ApiError:
+        """A domain error as the API answers it."""
+        return cls(http_status(error), error.code, error.message, error.field)
+
+    def body(self) -> dict[str, Any]:
+        """The JSON body of the error."""
+        return error_object(self.code, self.detail, self.field)

@@ -1,0 +1,118 @@
+"""What every envd request shares: its sandbox (by header), its access token and its user."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+import anyio
+from connectrpc.code import Code
+from connectrpc.errors import ConnectError
+
+from ...domain._long_lived import LongLivedSandbox, LongLivedSandboxes
+from ...model._rules import (
+    BadInput,
+    check_command_line,
+    check_env,
+    check_path,
+    check_text,
+    refusing,
+)
+from ...sandboxes._isolation import SandboxError, User
+from .._middleware import HttpLimits
+from ._file_ops import resolve
+from ._wire import E2BError
+
+DEFAULT_USER = "user"
+"""E2B's default user, for requests that name none."""
+
+_CODES = {
+    400: Code.INVALID_ARGUMENT,
+    401: Code.UNAUTHENTICATED,
+    403: Code.PERMISSION_DENIED,
+    404: Code.NOT_FOUND,
+    409: Code.ALREADY_EXISTS,
+    413: Code.RESOURCE_EXHAUSTED,
+    429: Code.RESOURCE_EXHAUSTED,
+    502: Code.UNAVAILABLE,
+    503: Code.UNAVAILABLE,
+    507: Code.RESOURCE_EXHAUSTED,
+}
+
+
+def bad_request(bad: BadInput) -> E2BError:
+    """A refused input as E2B's 400."""
+    return E2BError(400, str(bad))
+
+
+@contextmanager
+def connect_errors() -> Iterator[None]:
+    """Answer E2B errors raised inside as the Connect protocol's."""
+    try:
+        yield
+    except E2BError as ex:
+        raise ConnectError(_CODES.get(ex.status, Code.INTERNAL), ex.message) from None
+
+
+class Envd:
+    """Routes envd requests to sandboxes by the `E2b-Sandbox-Id` header."""
+
+    def __init__(self, sandboxes: LongLivedSandboxes, max_file: int = HttpLimits.max_file) -> None:
+        self.sandboxes = sandboxes
+        self.max_file = max_file
+        """The largest file read from a sandbox, in bytes (as large as an upload may be)."""
+
+    def sandbox(self, headers: Mapping[str, str]) -> LongLivedSandbox:
+        """The request's sandbox, if its access token is right."""
+        sandbox_id = headers.get("e2b-sandbox-id")
+        if not sandbox_id:
+            raise E2BError(400, "missing E2b-Sandbox-Id header: name the sandbox")
+        box = self.sandboxes.live(sandbox_id)
+        if box is None:
+            # what E2B's proxy answers for a sandbox that was killed or timed out
+            raise E2BError(502, f"The sandbox was not found: {sandbox_id}")
+        if not hmac.compare_digest(headers.get("x-access-token", "").encode(), box.token.encode()):
+            raise E2BError(401, f"wrong or missing X-Access-Token for sandbox {sandbox_id}")
+        return box
+
+    @staticmethod
+    def path(field: str, path: str, user: User) -> str:
+        """A request's path, absolute in the sandbox (relative ones are under the home)."""
+        with refusing(bad_request):
+            check_path(field, path)
+        return resolve(path, user)
+
+    @staticmethod
+    def check_command(box: LongLivedSandbox, argv: list[str], env: dict[str, str]) -> None:
+        """Refuse a command line no process could start with (400 naming the field)."""
+        with refusing(bad_request):
+            for i, arg in enumerate(argv):
+                check_text("process.cmd" if i == 0 else f"process.args.{i - 1}", arg)
+            check_env("process.envs", env)
+            check_command_line("process", argv, {**box.env, **env})
+
+    async def user(
+        self, box: LongLivedSandbox, headers: Mapping[str, str], name: str | None = None
+    ) -> User:
+        """The user a request acts as: `name`, else its Basic authorization, else `user`
+        (looked up in the sandbox's /etc/passwd on a worker thread, not the event loop)."""
+        wanted = name or _basic_user(headers) or DEFAULT_USER
+        try:
+            return await anyio.to_thread.run_sync(box.sandbox.user, wanted)
+        except SandboxError as ex:
+            raise E2BError(400, str(ex)) from None
+        except ProcessLookupError as ex:  # its PID 1 ended a moment ago: the sandbox with it
+            raise E2BError(502, ex.strerror or str(ex)) from None
+
+
+def _basic_user(headers: Mapping[str, str]) -> str | None:
+    kind, _, value = headers.get("authorization", "").partition(" ")
+    if kind.lower() != "basic":
+        return None
+    try:
+        return base64.b64decode(value).decode().partition(":")[0] or None
+    except (binascii.Error, UnicodeDecodeError):
+        raise E2BError(400, "malformed Basic authorization: send base64('<user>:')") from None

@@ -1,0 +1,254 @@
+"""Mount the E2B surface: control-plane routes, envd routes and the Connect services."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any
+from urllib.parse import parse_qsl, unquote
+
+from connectrpc.code import Code
+from connectrpc.codec import Codec, proto_binary_codec, proto_json_codec
+from connectrpc.errors import ConnectError
+from e2b.envd.filesystem.filesystem_connect import FilesystemASGIApplication
+from e2b.envd.process.process_connect import ProcessASGIApplication
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+
+from ...domain._long_lived import LongLivedSandbox
+from ...domain._swarms import Swarms
+from ...model._keys import Owner
+from ...model._rules import check_command_line, check_env, check_labels, parse_json, refusing, shown
+from ...model._types import TEMPLATES, SandboxSpec, Size, SwarmError
+from .._auth import PROVISION, READ, keys_of
+from .._errors import http_status
+from ._envd import Envd, bad_request
+from ._filesystem_service import FilesystemService, read_files, write_files
+from ._process_service import ProcessService
+from ._wire import E2BError, created, detailed, listed
+
+DEFAULT_TIMEOUT = 300
+"""A sandbox's lifetime when its create call names none, as E2B's."""
+E2B_SIZE = Size(vcpus=2, memory_gb=1)
+"""What one sandbox made through E2B books and may use (E2B's default template has 512 MiB)."""
+
+
+def mount(app: FastAPI, swarms: Swarms, max_file: int) -> None:
+    """Serve the E2B control plane and sandbox daemon from the server's app."""
+    envd = Envd(swarms.sandboxes, max_file)
+
+    @app.exception_handler(E2BError)
+    async def e2b_error(_: Request, ex: E2BError) -> JSONResponse:
+        return JSONResponse(ex.body(), status_code=ex.status)
+
+    app.include_router(_control_plane(swarms))
+    app.include_router(_daemon(envd))
+    codecs = [_Refusing(proto_binary_codec()), _Refusing(proto_json_codec())]
+    app.mount("/process.Process", ProcessASGIApplication(ProcessService(envd), codecs=codecs))
+    filesystem = FilesystemASGIApplication(FilesystemService(envd), codecs=codecs)
+    app.mount("/filesystem.Filesystem", filesystem)
+
+
+class _Refusing(Codec[Any, Any]):
+    """A codec whose decoding errors are the request's (`invalid_argument`), not the
+    server's: the Connect server answers any error from a codec as `unknown`, a 500."""
+
+    def __init__(self, codec: Codec[Any, Any]) -> None:
+        self._codec = codec
+
+    def name(self) -> str:
+        return self._codec.name()
+
+    def encode(self, message: Any) -> bytes:
+        return self._codec.encode(message)
+
+    def decode(self, data: bytes | bytearray, message_class: type[Any]) -> Any:
+        try:
+            return self._codec.decode(data, message_class)
+        except Exception as ex:
+            raise ConnectError(
+                Code.INVALID_ARGUMENT,
+                f"the request is not a {message_class.__name__} in {self.name()} ({ex})",
+            ) from None
+
+
+def _owner(request: Request, scope: str) -> Owner:
+    """Whose sandboxes the caller reaches, from `X-API-KEY` (the SDK's) or a bearer key."""
+    key = request.headers.get("x-api-key", "")
+    kind, _, bearer = request.headers.get("authorization", "").partition(" ")
+    key = key or (bearer if kind.lower() == "bearer" else "")
+    principal = keys_of(request).identify(request, key.strip()) if key.strip() else None
+    if principal is None:
+        raise E2BError(401, "missing or unknown API key: send it as X-API-KEY (E2B_API_KEY)")
+    if scope not in principal.scopes:
+        raise E2BError(403, f"this API key lacks the {scope!r} scope needed here")
+    return principal.owner
+
+
+async def _reader(request: Request) -> Owner:
+    return _owner(request, READ)
+
+
+async def _provisioner(request: Request) -> Owner:
+    return _owner(request, PROVISION)
+
+
+Reader = Annotated[Owner, Depends(_reader)]
+"""Whose sandboxes a caller with the `read` scope reaches."""
+Provisioner = Annotated[Owner, Depends(_provisioner)]
+"""Whose sandboxes a caller with the `provision` scope reaches."""
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    with refusing(bad_request):
+        body = parse_json(raw) if raw else {}
+    if not isinstance(body, dict):
+        raise E2BError(400, "the body must be a JSON object")
+    return body
+
+
+def _strings(body: dict[str, Any], name: str) -> dict[str, str]:
+    value = body.get(name) or {}
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise E2BError(400, f"{name} must map strings to strings, got {shown(value)}")
+    return value
+
+
+_WHOLE = re.compile(r"[0-9]{1,9}")
+
+
+def _whole(params: Mapping[str, str], name: str, least: int) -> int | None:
+    """A whole-number query parameter of `least` or more, if given."""
+    text = params.get(name)
+    if not text:
+        return None
+    if not _WHOLE.fullmatch(text) or int(text) < least:
+        raise E2BError(400, f"{name} must be a whole number of {least} or more, got {shown(text)}")
+    return int(text)
+
+
+def _timeout(body: dict[str, Any]) -> int | None:
+    """The body's `timeout` in seconds, or None when it has none (absent or null)."""
+    value = body.get("timeout")
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+        raise E2BError(400, f"timeout must be whole seconds, got {shown(value)}")
+    return value
+
+
+def _check_timeout(timeout: int, most: int) -> int:
+    """A lifetime of 1 to `most` seconds, or E2B's 400."""
+    if not 1 <= timeout <= most:
+        raise E2BError(400, f"timeout must be 1 to {most} seconds, got {timeout}")
+    return timeout
+
+
+def _metadata_filter(text: str | None) -> dict[str, str]:
+    # the SDK quotes each key and value, then url-encodes the pairs into one parameter
+    return {unquote(k): unquote(v) for k, v in parse_qsl(text or "", keep_blank_values=True)}
+
+
+def _control_plane(swarms: Swarms) -> APIRouter:
+    router = APIRouter()
+    sandboxes = swarms.sandboxes
+    most = swarms.settings.max_timeout
+
+    def get(sandbox_id: str, owner: Owner) -> LongLivedSandbox:
+        box = sandboxes.live(sandbox_id, owner)
+        if box is None:
+            raise E2BError(404, f"sandbox {sandbox_id!r} not found")
+        return box
+
+    @router.post("/sandboxes")
+    @router.post("/v2/sandboxes")
+    async def create(request: Request, owner: Provisioner) -> JSONResponse:
+        body = await _body(request)
+        template = body.get("templateID") or "base"
+        if not isinstance(template, str):
+            raise E2BError(400, f"templateID must be a string, got {shown(template)}")
+        timeout = _timeout(body)
+        metadata, env = _strings(body, "metadata"), _strings(body, "envVars")
+        with refusing(bad_request):
+            check_labels("metadata", metadata)
+            check_env("envVars", env)
+            check_command_line("envVars", [], env)
+        if template not in TEMPLATES:
+            raise E2BError(
+                404, f"template {template!r} not found; this server has {', '.join(TEMPLATES)}"
+            )
+        lifetime = _check_timeout(DEFAULT_TIMEOUT if timeout is None else timeout, most)
+        try:
+            spec = SandboxSpec(template, E2B_SIZE, lifetime, metadata, env)
+            box = await swarms.start_sandbox(owner, spec)
+        except SwarmError as ex:
+            raise E2BError(http_status(ex), ex.message) from None
+        return JSONResponse(created(box), status_code=201)
+
+    @router.get("/sandboxes")
+    @router.get("/v2/sandboxes")
+    async def list_sandboxes(request: Request, owner: Reader) -> JSONResponse:
+        params = request.query_params
+        wanted = _metadata_filter(params.get("metadata"))
+        states = {s for p in params.getlist("state") for s in p.split(",") if s}
+        found = [
+            listed(box)
+            for box in sandboxes.of(owner)
+            if wanted.items() <= box.metadata.items() and (not states or "running" in states)
+        ]
+        # the token is the next page's offset; without a limit, the page is every sandbox
+        start = _whole(params, "nextToken", 0) or 0
+        limit = _whole(params, "limit", 1) or max(1, len(found))
+        page = found[start : start + limit]
+        more = start + limit < len(found)
+        headers = {"x-next-token": str(start + limit)} if more else {}
+        return JSONResponse(page, headers=headers)
+
+    @router.get("/sandboxes/{sandbox_id}")
+    async def get_sandbox(sandbox_id: str, owner: Reader) -> dict[str, Any]:
+        return detailed(get(sandbox_id, owner))
+
+    @router.delete("/sandboxes/{sandbox_id}")
+    async def kill(sandbox_id: str, owner: Provisioner) -> Response:
+        await sandboxes.kill(get(sandbox_id, owner))
+        return Response(status_code=204)
+
+    @router.post("/sandboxes/{sandbox_id}/timeout")
+    async def set_timeout(sandbox_id: str, request: Request, owner: Provisioner) -> Response:
+        box = get(sandbox_id, owner)
+        timeout = _timeout(await _body(request))
+        if timeout is None:
+            raise E2BError(400, 'timeout is required: send {"timeout": seconds}')
+        sandboxes.set_timeout(box, _check_timeout(timeout, most))
+        return Response(status_code=204)
+
+    @router.post("/sandboxes/{sandbox_id}/connect")
+    @router.post("/v2/sandboxes/{sandbox_id}/connect")
+    async def connect(sandbox_id: str, request: Request, owner: Provisioner) -> dict[str, Any]:
+        box = get(sandbox_id, owner)
+        timeout = _timeout(await _body(request))
+        if timeout is not None:
+            sandboxes.set_timeout(box, _check_timeout(timeout, most))
+        return created(box)
+
+    return router
+
+
+def _daemon(envd: Envd) -> APIRouter:
+    router = APIRouter()
+
+    @router.get("/health")
+    async def health(request: Request) -> Response:
+        envd.sandbox(request.headers)
+        return Response(status_code=204)
+
+    @router.get("/files")
+    async def read(request: Request) -> Response:
+        return await read_files(envd, request)
+
+    @router.post("/files")
+    async def write(request: Request) -> JSONResponse:
+        return await write_files(envd, request)
+
+    return router

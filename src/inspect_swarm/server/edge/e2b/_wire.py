@@ -1,0 +1,55 @@
+"""The E2B control plane's JSON objects and its error shape, built here and nowhere else."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...domain._long_lived import LongLivedSandbox
+from ...records._wire import ENVD_VERSION, iso
+
+
+class E2BError(Exception):
+    """An error answered in E2B's shape, `{"code": status, "message": ...}`."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+    def body(self) -> dict[str, Any]:
+        """The JSON body of the error."""
+        return {"code": self.status, "message": self.message}
+
+
+def created(box: LongLivedSandbox) -> dict[str, Any]:
+    """The create and connect answer."""
+    return {
+        "templateID": box.template,
+        "sandboxID": box.id,
+        "clientID": "local",
+        "envdVersion": ENVD_VERSION,
+        "envdAccessToken": box.token,
+        "domain": None,
+    }
+
+
+def listed(box: LongLivedSandbox) -> dict[str, Any]:
+    """The list answer (the get answer adds its access token)."""
+    return {
+        "templateID": box.template,
+        "sandboxID": box.id,
+        "clientID": "local",
+        "startedAt": iso(box.started_at),
+        "endAt": iso(box.end_at),
+        "cpuCount": box.size.vcpus,
+        "memoryMB": box.size.memory_gb * 1024,
+        "diskSizeMB": 12 * 1024,
+        "state": "running",
+        "envdVersion": ENVD_VERSION,
+        "metadata": box.metadata,
+    }
+
+
+def detailed(box: LongLivedSandbox) -> dict[str, Any]:
+    """The get answer."""
+    return {**listed(box), "envdAccessToken": box.token, "domain": None}

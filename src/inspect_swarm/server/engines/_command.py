@@ -1,0 +1,196 @@
+"""A run's command in one of its sandboxes: its files written, the command followed to its end
+or its timeout, and its outcome read (exit status, output tails, result file).
+
+Every engine runs this where the sandbox is: the local engine in the server, the Ray engine on
+the node Ray placed the sandbox on.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+
+import anyio
+
+from ..model._types import (
+    GIB,
+    RESULT_BYTES,
+    TAIL_BYTES,
+    Outcome,
+    RunRecord,
+    RunSpec,
+    SandboxInput,
+    Size,
+)
+from ..sandboxes._cgroups import Limits
+from ..sandboxes._child_process import ChildProcess
+from ..sandboxes._isolation import Sandbox, SandboxError
+
+_DRAIN_SECONDS = 0.5
+
+
+def limits(size: Size) -> Limits:
+    """The cgroup limits of a sandbox of `size`."""
+    return Limits(size.memory_gb * GIB, size.vcpus)
+
+
+def command_env(
+    record: RunRecord, idx: int, item: SandboxInput, credentials: Mapping[str, str]
+) -> dict[str, str]:
+    """The variables of the command of `record`'s sandbox `idx`: its key's (`credentials`),
+    the swarm's, then the input's own."""
+    return {
+        **credentials,
+        "MARITIME_SWARM_INDEX": str(idx),
+        "MARITIME_SWARM_COUNT": str(record.count),
+        "MARITIME_SWARM_ID": record.id,
+        **item.env,
+    }
+
+
+@dataclass
+class Tails:
+    """The last bytes a sandbox's command wrote to stdout and stderr, so far."""
+
+    streams: dict[str, bytearray] = field(
+        default_factory=lambda: {"stdout": bytearray(), "stderr": bytearray()}
+    )
+    began: bool = False
+    """Whether the command started (a sandbox stopped before it has no tails)."""
+
+    def onto(self, outcome: Outcome) -> Outcome:
+        """`outcome` with the tails so far, once the command began."""
+        if not self.began:
+            return outcome
+        out, err = (self.streams[s].decode(errors="replace") for s in ("stdout", "stderr"))
+        return replace(outcome, stdout_tail=out, stderr_tail=err)
+
+    def take(self, outcome: Outcome | None) -> None:
+        """Keep the tails of an outcome made elsewhere (on a node), if its command began."""
+        if outcome is not None and outcome.stdout_tail is not None:
+            self.began = True
+            self.streams["stdout"][:] = outcome.stdout_tail.encode()
+            self.streams["stderr"][:] = (outcome.stderr_tail or "").encode()
+
+
+@dataclass
+class Slot:
+    """The sandbox a slot (a run's share of room: its size, on one machine) holds between the
+    sandboxes of the run it runs in turn, each in the last one's made anew where it can be."""
+
+    sandbox: Sandbox | None = None
+    node: str | None = None
+    """The node of the engine's cluster its room is on (None on one machine)."""
+
+    async def sandbox_for(
+        self, boot: Callable[[str], Awaitable[Sandbox]], sandbox_id: str
+    ) -> Sandbox:
+        """The slot's sandbox made anew as `sandbox_id`, or a new one that `boot` makes (kept
+        in the slot)."""
+        if self.sandbox is not None:
+            kept, self.sandbox = self.sandbox, None
+            try:
+                await kept.reset(sandbox_id)
+                self.sandbox = kept
+                return kept
+            except (SandboxError, OSError):
+                pass  # a new one, then
+            finally:
+                if self.sandbox is None:
+                    await kept.close()
+        self.sandbox = await boot(sandbox_id)
+        return self.sandbox
+
+    async def done(self, keep: bool) -> None:
+        """A sandbox's command is over: keep its sandbox for the next (if it can be made
+        anew), or end it."""
+        if not (keep and self.sandbox is not None and self.sandbox.reusable):
+            await self.close()
+
+    async def close(self) -> None:
+        """End the slot's sandbox, if it holds one."""
+        sandbox, self.sandbox = self.sandbox, None
+        if sandbox is not None:
+            await sandbox.close()
+
+
+async def run_command(
+    sandbox: Sandbox,
+    spec: RunSpec,
+    item: SandboxInput,
+    env: Mapping[str, str],
+    started: Callable[[], None],
+    tails: Tails,
+) -> Outcome:
+    """Write the input's files, run the command (calling `started` as it starts, its output
+    kept in `tails` as it goes) and read how it ended."""
+    for path, content in item.files.items():
+        try:
+            # as the sandbox's root, on a thread of the file layer's: never on the loop
+            await anyio.to_thread.run_sync(sandbox.write_file, path, content.encode())
+        except OSError as ex:
+            return Outcome("failed", f"boot failed: cannot write {path}: {ex}")
+    started()
+    try:
+        process = await sandbox.exec(spec.argv(item), dict(env))
+    except SandboxError as ex:
+        return Outcome("failed", str(ex))
+    tails.began = True
+    with anyio.move_on_after(spec.timeout_seconds) as deadline:
+        code = await follow(process, tails.streams)
+    if deadline.cancelled_caught:
+        return tails.onto(Outcome("failed", f"timeout after {spec.timeout_seconds}s"))
+    exit_code = code if code >= 0 else 128 - code
+    ended = tails.onto(Outcome("failed", None, exit_code))
+    if await anyio.to_thread.run_sync(sandbox.oom_killed):
+        return replace(ended, error=f"out of memory ({spec.size.memory_gb} GiB)")
+    if code != 0:
+        why = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+        return replace(ended, error=why)
+    return await anyio.to_thread.run_sync(_read_result, sandbox, spec.result_path, ended)
+
+
+async def follow(process: ChildProcess, tails: dict[str, bytearray]) -> int:
+    """Keep the last bytes of stdout and stderr until the process exits; its exit status."""
+
+    drained = [anyio.Event(), anyio.Event()]
+
+    async def collect(stream: str, done: anyio.Event) -> None:
+        tail = tails[stream]
+        async for chunk in process.chunks(stream):
+            tail += chunk
+            del tail[:-TAIL_BYTES]
+        done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(collect, "stdout", drained[0])
+        tg.start_soon(collect, "stderr", drained[1])
+        code = await process.wait()
+        # output still in the pipes comes within moments; children holding them open do not
+        with anyio.move_on_after(_DRAIN_SECONDS):
+            for done in drained:
+                await done.wait()
+        tg.cancel_scope.cancel()
+    return code
+
+
+def _read_result(sandbox: Sandbox, path: str | None, ended: Outcome) -> Outcome:
+    """The outcome of a command that succeeded, with its result file if it has one (blocks
+    while the file is read)."""
+    succeeded = replace(ended, status="succeeded", error=None)
+    if path is None:
+        return succeeded
+    try:
+        data = sandbox.read_file(path, RESULT_BYTES)
+    except FileNotFoundError:
+        return replace(succeeded, error=f"resultPath {path} was not written")
+    except OSError as ex:
+        return replace(succeeded, error=f"resultPath {path}: {ex}")
+    if len(data) > RESULT_BYTES:
+        return replace(ended, error=f"result at {path} is over the 64 KB limit")
+    try:
+        return replace(succeeded, result=data.decode())
+    except UnicodeDecodeError:
+        encoded = base64.b64encode(data).decode()
+        return replace(succeeded, result=encoded, result_encoding="base64")

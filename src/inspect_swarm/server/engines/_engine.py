@@ -1,0 +1,172 @@
+"""What the domain asks of an engine: to run runs' sandboxes, to book memory and make sandboxes
+for those outside runs, and to end what a lease held.
+
+The engine that runs sandboxes on this machine (`engines._local`) is one; another, on other
+machines, plugs in by doing the same. An engine writes what happens to runs and their
+sandboxes through `Runs`, and asks the domain for each sandbox's variables (with a key of its
+own) through its `SandboxCredentials` (the domain's `Keyring`).
+
+A sandbox outside runs is used through `LiveSandbox` and its processes through `LiveProcess`:
+the local engine's are this machine's (`sandboxes._isolation`); an engine of many machines gives
+stand-ins that relay each operation to the node holding the sandbox.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
+
+import anyio.abc
+
+from ..model._types import RunRecord, Size
+from ..sandboxes._isolation import User
+
+T = TypeVar("T")
+
+
+class LiveProcess(Protocol):
+    """A process started in a sandbox outside runs, with pipes (stdin when asked for)."""
+
+    @property
+    def pid(self) -> int:
+        """Its pid, as seen inside the sandbox."""
+        ...
+
+    @property
+    def returncode(self) -> int | None:
+        """Its exit status once waited for (negative: killed by that signal)."""
+        ...
+
+    async def wait(self) -> int:
+        """Wait until it exits (any number of tasks may wait)."""
+        ...
+
+    def signal(self, sig: int) -> None:
+        """Signal its whole process group."""
+        ...
+
+    def chunks(self, stream: str) -> AsyncIterator[bytes]:
+        """Its output on `stream` ("stdout" or "stderr") until end of file."""
+        ...
+
+    async def write_stdin(self, data: bytes) -> None:
+        """Write all of `data` to its stdin (BrokenPipeError once that is closed)."""
+        ...
+
+    def close_stdin(self) -> None:
+        """Close its stdin, so it reads end of file."""
+        ...
+
+
+class LiveSandbox(Protocol):
+    """A sandbox outside runs, wherever its engine made it."""
+
+    @property
+    def node(self) -> str | None:
+        """The node of the engine's cluster it is on (None on an engine of one machine)."""
+        ...
+
+    async def exec(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        cwd: str | None = None,
+        user: User = ...,
+        stdin: bool = False,
+    ) -> LiveProcess:
+        """Start `argv` in the sandbox (SandboxError once it has ended)."""
+        ...
+
+    def forget(self, process: Any) -> None:
+        """Let go of a process that has exited."""
+        ...
+
+    def user(self, name: str) -> User:
+        """A user of the sandbox's /etc/passwd (SandboxError for none); blocks."""
+        ...
+
+    def as_user(self, user: User, operation: Callable[[str], T]) -> T:
+        """`operation(root)` on the sandbox's files with `user`'s rights; blocks."""
+        ...
+
+    async def ended(self) -> str | None:
+        """Wait until the sandbox ends on its own; why, when it is not its PID 1's end."""
+        ...
+
+    async def close(self) -> None:
+        """End the sandbox and remove everything of it."""
+        ...
+
+
+class SandboxCredentials(Protocol):
+    """The keys and variables of the sandboxes an engine starts."""
+
+    def sandbox_env(self, lease_id: str, sandbox_id: str, lineage: str) -> dict[str, str]:
+        """The variables of a sandbox on the lease, made under `lineage`, with a new key of
+        its own (it works until `revoke`)."""
+        ...
+
+    def revoke(self, sandbox_id: str) -> None:
+        """The sandbox has ended: its key stops working."""
+        ...
+
+
+class Engine(Protocol):
+    """Runs sandboxes for the server's runs, and makes sandboxes for the rest."""
+
+    @property
+    def max_running(self) -> int:
+        """The most sandboxes that have run at once."""
+        ...
+
+    @property
+    def booked_gb(self) -> int:
+        """The memory booked by the sandboxes running now, in GB."""
+        ...
+
+    @property
+    def running(self) -> int:
+        """How many sandboxes run now."""
+        ...
+
+    async def serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """Run the scheduler until cancelled (`task_status` once it takes work); an error in
+        the scheduler itself is raised (one in a sandbox's task ends that task alone)."""
+        ...
+
+    def submit(self, run: RunRecord, queued: list[int]) -> None:
+        """Run the sandboxes of `run` at these input indexes, first in first out."""
+        ...
+
+    def cancel(self, run_id: str) -> None:
+        """Cancel a run: queued sandboxes never start, running ones stop."""
+        ...
+
+    def holds(self, lease_id: str) -> bool:
+        """Whether a run on the lease is unfinished."""
+        ...
+
+    def end_lease(self, lease_id: str, error: str) -> None:
+        """Fail every unfinished run on the lease with `error` (its running sandboxes stop)."""
+        ...
+
+    def book(self, size: Size) -> None:
+        """Book memory for a sandbox outside a run (MemoryFull when it does not fit now)."""
+        ...
+
+    def unbook(self, size: Size) -> None:
+        """Give back what `book` took."""
+        ...
+
+    async def create_sandbox(self, sandbox_id: str, size: Size) -> LiveSandbox:
+        """Make a sandbox outside a run, on memory booked for it, placed by `size` where the
+        engine has several machines (SandboxError or OSError when it cannot)."""
+        ...
+
+    def start_soon(self, func: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+        """Run a task beside the scheduler, ended with it (an error ends that task alone)."""
+        ...
+
+    async def aclose(self) -> None:
+        """End every sandbox and give back what the engine holds of the machine."""
+        ...

@@ -1,0 +1,384 @@
+"""What the swarm server's domain is made of, and nothing of HTTP: a run's spec and request,
+its sandboxes' inputs and outcomes, the records kept of runs, sandboxes and leases, the
+server's settings, and the errors a request can meet.
+
+Every floor of the server speaks these types: the routes build requests from the wire and
+answer records and errors in the wire's shape, the domain checks and records, the engine runs
+what the records say.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shlex
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+from ._rules import refusing
+
+GIB = 1024**3
+TAIL_BYTES = 16 * 1024
+"""What is kept of a sandbox's stdout and of its stderr: the last bytes."""
+RESULT_BYTES = 64 * 1024
+"""The largest result file."""
+TEMPLATES = ("base", "python", "code-interpreter")
+"""The templates this server offers (each is the same root: the host's system directories)."""
+
+SandboxStatus = Literal["queued", "booting", "running", "succeeded", "failed", "cancelled"]
+EndStatus = Literal["succeeded", "failed", "cancelled"]
+RunStatus = Literal["queued", "running", "completed"]
+STATUSES: tuple[SandboxStatus, ...] = (
+    "queued",
+    "booting",
+    "running",
+    "succeeded",
+    "failed",
+    "cancelled",
+)
+ENDED: tuple[EndStatus, ...] = ("succeeded", "failed", "cancelled")
+_SMALL = (2, 4)
+
+
+@dataclass(frozen=True)
+class Size:
+    """The size of a sandbox: its vCPUs and its memory."""
+
+    vcpus: int = 2
+    memory_gb: int = 4
+
+    @property
+    def name(self) -> str:
+        """`small` for 2 vCPU and 4 GB, otherwise `custom`."""
+        return "small" if (self.vcpus, self.memory_gb) == _SMALL else "custom"
+
+
+@dataclass(frozen=True)
+class SandboxInput:
+    """What one sandbox of a run adds to its command: arguments, variables and files."""
+
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    files: Mapping[str, str] = field(default_factory=dict)
+    """File contents (UTF-8 text) by absolute path, written before the command starts."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What every sandbox of a run runs, and how."""
+
+    command: str | tuple[str, ...]
+    """A shell string (run by `/bin/sh -c`), or an argv."""
+    size: Size
+    timeout_seconds: int
+    template: str
+    result_path: str | None
+    """The file whose contents are each sandbox's result, if any."""
+
+    def argv(self, item: SandboxInput) -> list[str]:
+        """The command line of one sandbox: a shell string with its arguments quoted on, or
+        the argv followed by them."""
+        if isinstance(self.command, str):
+            return ["/bin/sh", "-c", " ".join([self.command, *map(shlex.quote, item.args)])]
+        return [*self.command, *item.args]
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """A request to start a run, checked against the wire's rules but not yet the server's."""
+
+    command: str | tuple[str, ...]
+    size: Size
+    count: int
+    """How many sandboxes: `count`, or as many as `inputs`."""
+    inputs: tuple[SandboxInput, ...] | None
+    """What each sandbox adds (None: every sandbox the same)."""
+    env: Mapping[str, str]
+    """Variables of every sandbox (each input's own win)."""
+    files: Mapping[str, str]
+    """Files of every sandbox (each input's own win)."""
+    timeout_seconds: int | None
+    template: str | None
+    result_path: str | None
+    concurrency: int | None
+    name: str | None
+    idempotency_key: str | None
+    digest: str
+    """A hash of the request, which tells a retried start from another under the same key."""
+
+    def sandbox_inputs(self) -> list[SandboxInput]:
+        """Each sandbox's input, with the run's variables and files under its own."""
+        items = self.inputs if self.inputs is not None else [None] * self.count
+        return [
+            SandboxInput(
+                item.args if item else (),
+                {**self.env, **(item.env if item else {})},
+                {**self.files, **(item.files if item else {})},
+            )
+            for item in items
+        ]
+
+    def input_field(self, index: int) -> str:
+        """The field a sandbox's command line came in, to name in an error."""
+        return "command" if self.inputs is None else f"inputs.{index}"
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """A long-lived sandbox to make."""
+
+    template: str
+    size: Size
+    lifetime: int
+    """Seconds it lives, unless its timeout is set again."""
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Variables of every command in it."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a sandbox of a run ended."""
+
+    status: EndStatus
+    error: str | None = None
+    exit_code: int | None = None
+    stdout_tail: str | None = None
+    stderr_tail: str | None = None
+    result: str | None = None
+    result_encoding: str | None = None
+    """`base64` when the result file is not UTF-8 text."""
+
+
+@dataclass
+class RunRecord:
+    """A run as the server records it (its status changing as it goes)."""
+
+    id: str
+    account: str
+    lineage: str
+    """The lineage it was made under (see `model._keys`): its sandboxes' keys reach below it."""
+    lease_id: str
+    name: str | None
+    spec: RunSpec
+    count: int
+    concurrency: int
+    created_at: float
+    status: RunStatus = "queued"
+    waiting_reason: str | None = None
+    error: str | None = None
+    ended_at: float | None = None
+
+
+@dataclass
+class SandboxRecord:
+    """A sandbox of a run as the server records it (its input apart: few need it)."""
+
+    run_id: str
+    idx: int
+    sandbox_id: str
+    status: SandboxStatus = "queued"
+    exit_code: int | None = None
+    stdout_tail: str | None = None
+    stderr_tail: str | None = None
+    result: str | None = None
+    result_encoding: str | None = None
+    error: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    node: str | None = None
+    """The node of the engine's cluster it ran on (None on an engine of one machine)."""
+
+
+@dataclass(frozen=True)
+class LongLivedRecord:
+    """A long-lived sandbox (one made outside runs) as the server records it."""
+
+    sandbox_id: str
+    account: str
+    lineage: str
+    lease_id: str
+    template: str
+    size: Size
+    metadata: Mapping[str, str]
+    started_at: float
+    end_at: float
+    """When it ends unless its timeout is set again."""
+    ended_at: float | None = None
+    end_reason: str | None = None
+    node: str | None = None
+    """The node of the engine's cluster it is on (None on an engine of one machine)."""
+
+
+@dataclass(frozen=True)
+class Lease:
+    """An open or ended lease of this server by one account."""
+
+    id: str
+    account: str
+    started_at: float
+    released_at: float | None
+    release_reason: str | None
+
+
+@dataclass(frozen=True)
+class KeyRecord:
+    """What a key made for an account reaches (the store keeps only its hash)."""
+
+    account: str
+    lease_id: str
+    sandbox_id: str | None
+    """The sandbox it was made for (None: the lease's own key)."""
+    lineage: str
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Limits and timings of one server."""
+
+    memory_gib: int
+    max_sandboxes: int = 5000
+    min_timeout: int = 10
+    max_timeout: int = 21600
+    default_timeout: int = 600
+    idle_release: float = 600.0
+    stuck_timeout: float = 900.0
+    plan: Literal["scale", "none"] = "scale"
+
+    def max_concurrency(self, size: Size) -> int:
+        """How many sandboxes of `size` fit in this server's memory at once."""
+        return self.memory_gib // size.memory_gb
+
+    def check_sandbox(self, size: Size, timeout_seconds: int | None) -> None:
+        """Refuse a timeout or size this server cannot honour (InvalidRequest naming it)."""
+        if timeout_seconds is not None and not (
+            self.min_timeout <= timeout_seconds <= self.max_timeout
+        ):
+            raise InvalidRequest(
+                "timeoutSeconds",
+                f"must be {self.min_timeout} to {self.max_timeout} seconds, got {timeout_seconds}",
+            )
+        if size.memory_gb > self.memory_gib:
+            raise InvalidRequest(
+                "size.memoryGb",
+                f"{size.memory_gb} GB does not fit in this server's {self.memory_gib} GiB; "
+                "ask for less memory",
+            )
+
+
+def new_sandbox_id() -> str:
+    """A new `sbx-` sandbox id."""
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+    return "sbx-" + "".join(secrets.choice(alphabet) for _ in range(10))
+
+
+# errors
+
+
+class SwarmError(Exception):
+    """A request the server cannot carry out: its `code` says why, its message what to do."""
+
+    code: ClassVar[str]
+    field: str | None = None
+    """The request's field at fault, if one is."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidRequest(SwarmError):
+    """A field's value the server cannot honour."""
+
+    code = "invalid_request"
+
+    def __init__(self, field: str, detail: str) -> None:
+        super().__init__(f"{field}: {detail}")
+        self.field = field
+
+
+def refusing_bad_input() -> AbstractContextManager[None]:
+    """Answer a `BadInput` raised inside (see `model._rules`) as an InvalidRequest naming its field."""
+    return refusing(lambda bad: InvalidRequest(bad.field, bad.detail))
+
+
+class NotFound(SwarmError):
+    """Nothing by that id within the caller's reach."""
+
+    code = "not_found"
+
+
+class PlanRequired(SwarmError):
+    """This server offers no Swarms (`--plan none`)."""
+
+    code = "plan_required"
+
+    def __init__(self) -> None:
+        super().__init__("this server does not offer Swarms (plan none)")
+
+
+class SwarmTooLarge(SwarmError):
+    """More sandboxes in one run than the server takes."""
+
+    code = "swarm_too_large"
+    field = "count"
+
+    def __init__(self, count: int, most: int) -> None:
+        super().__init__(
+            f"count: {count} sandboxes is over this server's limit of {most} per run; split the job"
+        )
+
+
+class IdempotencyConflict(SwarmError):
+    """An idempotency key used before with another request."""
+
+    code = "idempotency_conflict"
+
+
+class ServerBusy(SwarmError):
+    """Another account rents the server."""
+
+    code = "server_busy"
+
+    def __init__(self) -> None:
+        super().__init__("another account rents this swarm server; try again in a few minutes")
+
+
+class NoLease(SwarmError):
+    """The caller rents no lease to release."""
+
+    code = "no_lease"
+
+    def __init__(self) -> None:
+        super().__init__("you do not rent this server")
+
+
+class SwarmSandbox(SwarmError):
+    """A run's sandbox asked to do what only a long-lived one does."""
+
+    code = "swarm_sandbox"
+
+
+class MemoryFull(SwarmError):
+    """No memory left to book for a sandbox now."""
+
+    code = "memory_full"
+
+
+class EngineStopped(SwarmError):
+    """The scheduler stopped: nothing starts any more."""
+
+    code = "engine_stopped"
+
+
+class BootFailed(SwarmError):
+    """A sandbox could not be made."""
+
+    code = "boot_failed"
+
+
+class LeaseEnded(SwarmError):
+    """The lease ended while a sandbox was made on it."""
+
+    code = "lease_ended"
