@@ -77,7 +77,7 @@ def _factories() -> list[int]:
     return [
         int(child)
         for child in children
-        if b"_sandbox_init.py" in Path(f"/proc/{child}/cmdline").read_bytes()
+        if b"sandboxes/_init.py" in Path(f"/proc/{child}/cmdline").read_bytes()
     ]
 
 

@@ -1,6 +1,6 @@
 """The factory of namespace sandboxes and each sandbox's PID 1. Stdlib only: runs outside the package.
 
-The server starts this file once, as `python -I -S _sandbox_init.py SANDBOXES SETTINGS FD`
+The server starts this file once, as `python -I -S _init.py SANDBOXES SETTINGS FD`
 (SANDBOXES: the directory of its sandboxes' directories, which `ps` shows), and sends
 each sandbox's config over the SOCK_SEQPACKET socket FD together with the sandbox's end of a
 SOCK_SEQPACKET socket pair, its control socket, and its disk when the server gives sandboxes
