@@ -20,11 +20,17 @@ from e2b.envd.process import process_pb as pb
 
 from inspect_swarm.server._serve import assemble
 from inspect_swarm.server.domain._long_lived import LongLivedSandbox
-from inspect_swarm.server.domain._swarms import Swarms
+from inspect_swarm.server.domain._server import SwarmServer
 from inspect_swarm.server.edge.e2b._envd import Envd
 from inspect_swarm.server.edge.e2b._process_service import Command, ProcessService
 from inspect_swarm.server.model._keys import Owner
-from inspect_swarm.server.model._types import SandboxSpec, Settings, Size
+from inspect_swarm.server.model._types import (
+    LongLivedRecord,
+    NotFound,
+    SandboxSpec,
+    Settings,
+    Size,
+)
 from inspect_swarm.server.records._store import Store
 from inspect_swarm.server.sandboxes._cgroups import Limits
 from inspect_swarm.server.sandboxes._isolation import (
@@ -48,7 +54,7 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(params=["process", pytest.param("namespaces", marks=needs_namespaces)])
-async def swarms(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Swarms]:
+async def domain(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SwarmServer]:
     """A server's domain with 4 GiB to book (its test serves it in its own task group)."""
     store = Store(tmp_path / "swarm.db")
     host = SandboxHost(IsolationConfig(tmp_path / "state", request.param))
@@ -62,33 +68,46 @@ async def swarms(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
         store.close()
 
 
-async def _start_sandbox(swarms: Swarms) -> LongLivedSandbox:
-    return await swarms.start_sandbox(ACCOUNT, SandboxSpec("base", Size(1, 1), 60))
+async def _start_sandbox(domain: SwarmServer) -> LongLivedSandbox:
+    return await domain.start_sandbox(ACCOUNT, SandboxSpec("base", Size(1, 1), 60))
+
+
+def _record(domain: SwarmServer, box: LongLivedSandbox) -> LongLivedRecord:
+    """The record of a long-lived sandbox that has ended."""
+    record = domain.sandbox(box.id, ACCOUNT)
+    assert isinstance(record, LongLivedRecord)
+    return record
+
+
+def _booked_gib(domain: SwarmServer) -> int:
+    """The memory booked on the account's lease, as the lease shows it."""
+    lease = domain.state(ACCOUNT, "").lease
+    assert lease is not None
+    return lease.booked_gib
 
 
 async def _start_command(
-    swarms: Swarms, service: ProcessService, argv: list[str]
+    domain: SwarmServer, service: ProcessService, argv: list[str]
 ) -> tuple[LongLivedSandbox, Command]:
-    box = await _start_sandbox(swarms)
+    box = await _start_sandbox(domain)
     process = await box.sandbox.exec(argv, box.env)
     config = pb.ProcessConfig(cmd=argv[0], args=argv[1:])
     command = Command(box, process, config, None, False, service.commands(box))
-    swarms.sandboxes.start_soon(command.run)
+    domain.start_soon(command.run)
     return box, command
 
 
-async def test_a_stopping_server_ends_sandboxes_with_commands_running(swarms: Swarms) -> None:
+async def test_a_stopping_server_ends_sandboxes_with_commands_running(domain: SwarmServer) -> None:
     # the command's task and the sandbox's end at once: the sandbox's kills and waits for it
-    service = ProcessService(Envd(swarms.sandboxes))
+    service = ProcessService(Envd(domain))
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
-            await tg.start(swarms.serve)
-            box, command = await _start_command(swarms, service, ["sleep", "60"])
+            await tg.start(domain.serve)
+            box, command = await _start_command(domain, service, ["sleep", "60"])
             await anyio.wait_all_tasks_blocked()
             tg.cancel_scope.cancel()
     assert box.ended.is_set() and command.process.returncode == -signal.SIGKILL
-    record = swarms.store.long_lived(box.id, ACCOUNT)
-    assert record is not None and record.end_reason == "server stopped"
+    assert _record(domain, box).end_reason == "server stopped"
 
 
 def _start_context(
@@ -112,16 +131,16 @@ def _start_context(
 
 
 @needs_namespaces
-@pytest.mark.parametrize("swarms", ["namespaces"], indirect=True)
+@pytest.mark.parametrize("domain", ["namespaces"], indirect=True)
 @pytest.mark.parametrize("user", ["root", "user"])
 async def test_a_sandbox_ends_with_its_pid_1_and_a_command_it_could_not_start_fails(
-    swarms: Swarms, user: str
+    domain: SwarmServer, user: str
 ) -> None:
-    service = ProcessService(Envd(swarms.sandboxes))
+    service = ProcessService(Envd(domain))
     with anyio.fail_after(20):
         async with anyio.create_task_group() as tg:
-            await tg.start(swarms.serve)
-            box = await _start_sandbox(swarms)
+            await tg.start(domain.serve)
+            box = await _start_sandbox(domain)
             sandbox = box.sandbox
             assert isinstance(sandbox, NamespaceSandbox)
             # PID 1 killed from outside (it ignores what the sandbox could send it), and gone
@@ -137,16 +156,16 @@ async def test_a_sandbox_ends_with_its_pid_1_and_a_command_it_could_not_start_fa
             assert refused.value.message == f"sandbox {box.id} has ended"
             await box.ended.wait()  # and the server saw it end
             tg.cancel_scope.cancel()
-    assert swarms.sandboxes.live(box.id) is None
-    record = swarms.store.long_lived(box.id, ACCOUNT)
-    assert record is not None and record.end_reason == "init ended"
-    swarms.engine.book(Size(1, 4))  # its memory was given back
+    with pytest.raises(NotFound):
+        domain.live_sandbox(box.id)
+    assert _record(domain, box).end_reason == "init ended"
+    assert _booked_gib(domain) == 0  # its memory was given back
 
 
 @needs_namespaces
-@pytest.mark.parametrize("swarms", ["namespaces"], indirect=True)
+@pytest.mark.parametrize("domain", ["namespaces"], indirect=True)
 async def test_a_commands_user_is_looked_up_off_the_event_loop(
-    swarms: Swarms, monkeypatch: pytest.MonkeyPatch
+    domain: SwarmServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # the sandbox's /etc/passwd is read as its root, on a thread of the file layer's: the
     # event loop would wait for it, every request with it
@@ -158,11 +177,11 @@ async def test_a_commands_user_is_looked_up_off_the_event_loop(
         return lookup(sandbox, name)
 
     monkeypatch.setattr(Sandbox, "user", user)
-    service = ProcessService(Envd(swarms.sandboxes))
+    service = ProcessService(Envd(domain))
     with anyio.fail_after(20):
         async with anyio.create_task_group() as tg:
-            await tg.start(swarms.serve)
-            box = await _start_sandbox(swarms)
+            await tg.start(domain.serve)
+            box = await _start_sandbox(domain)
             request = pb.StartRequest(process=pb.ProcessConfig(cmd="true"))
             started = service.start(request, _start_context(box, "user"))
             events = [response.event.event.field async for response in started]  # type: ignore[union-attr]
@@ -172,7 +191,7 @@ async def test_a_commands_user_is_looked_up_off_the_event_loop(
 
 
 async def test_a_boot_or_an_end_that_fails_unexpectedly_leaves_the_books_right(
-    swarms: Swarms, monkeypatch: pytest.MonkeyPatch
+    domain: SwarmServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async def broken(self: SandboxHost, sandbox_id: str, limits: Limits) -> Sandbox:
         raise RuntimeError("a fault of no known kind")
@@ -180,19 +199,18 @@ async def test_a_boot_or_an_end_that_fails_unexpectedly_leaves_the_books_right(
     async def unclosable(self: Sandbox) -> None:
         raise RuntimeError("it would not close")
 
-    engine = swarms.engine
     with anyio.fail_after(20):
         async with anyio.create_task_group() as tg:
-            await tg.start(swarms.serve)
+            await tg.start(domain.serve)
             with monkeypatch.context() as patched:
                 patched.setattr(SandboxHost, "_create", broken)
                 with pytest.raises(RuntimeError, match="no known kind"):
-                    await _start_sandbox(swarms)
-            assert engine.booked_gb == 0  # the memory went back
-            box = await _start_sandbox(swarms)
+                    await _start_sandbox(domain)
+            assert _booked_gib(domain) == 0  # the memory went back
+            box = await _start_sandbox(domain)
             monkeypatch.setattr(type(box.sandbox), "close", unclosable)
             # kill() waits for the sandbox's end, which is recorded all the same
-            await swarms.kill_sandbox(box.id, ACCOUNT)
+            await domain.kill_sandbox(box.id, ACCOUNT)
             tg.cancel_scope.cancel()
-    assert engine.booked_gb == 0
-    assert swarms.store.long_lived(box.id, ACCOUNT).ended_at is not None  # type: ignore[union-attr]
+    assert _booked_gib(domain) == 0
+    assert _record(domain, box).ended_at is not None

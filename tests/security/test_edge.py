@@ -25,13 +25,13 @@ import httpx
 import pytest
 
 from inspect_swarm.server._serve import assemble
-from inspect_swarm.server.domain._swarms import Swarms
+from inspect_swarm.server.domain._server import SwarmServer
 from inspect_swarm.server.edge._app import create_app
 from inspect_swarm.server.model._types import Settings
 from inspect_swarm.server.records._store import Store
 from inspect_swarm.server.sandboxes._isolation import IsolationConfig, SandboxHost, base_cgroup_name
 
-from ..server.conftest import KEY, Server, start_server, wait_for, wait_until
+from ..server.conftest import KEY, OTHER_KEY, Server, start_server, wait_for, wait_until
 from ..server.test_sandboxes import TINY, local, run_to_completion
 from .conftest import in_sandbox
 
@@ -351,20 +351,20 @@ def test_from_inside_a_sandbox_the_same_refusals_and_a_cap_on_connections(
 
 @pytest.mark.anyio
 async def test_an_error_in_one_sandboxs_work_fails_that_sandbox_alone(
-    local: tuple[Store, SandboxHost, Swarms],
+    local: tuple[Store, SandboxHost, SwarmServer],
 ) -> None:
-    store, _, swarms = local
+    store, _, domain = local
     # past the edge's checks, as a bug would let a value through: the result is read with
     # a path no system call takes
     bad = start_body(count=2, resultPath="/tmp/a\0b")
-    sandboxes = store.sandboxes(await run_to_completion(swarms, bad))
+    sandboxes = store.sandboxes(await run_to_completion(domain, bad))
     assert [(s.status, s.error) for s in sandboxes] == [
         ("failed", "internal error: ValueError: embedded null byte")
     ] * 2
     good = start_body(command="echo on")
-    (sandbox,) = store.sandboxes(await run_to_completion(swarms, good))
+    (sandbox,) = store.sandboxes(await run_to_completion(domain, good))
     assert (sandbox.status, sandbox.stdout_tail) == ("succeeded", "on\n")
-    assert swarms.stopped is None
+    assert domain.stopped is None
 
 
 def claimed_bases(state_dir: Path) -> tuple[Path, list[Path]]:
@@ -384,8 +384,8 @@ async def test_a_stopped_scheduler_is_reported_refuses_starts_and_still_cleans_u
     state_dir = tmp_path / "state"
     store = Store(tmp_path / "swarm.db")
     host = SandboxHost(IsolationConfig(state_dir))
-    swarms = assemble(store, host, Settings(2))
-    app = create_app(swarms, {KEY: frozenset({"read", "provision"})})
+    domain = assemble(store, host, Settings(2))
+    app = create_app(domain, {KEY: frozenset({"read", "provision"})})
     claim, bases = claimed_bases(state_dir)
     transport = httpx.ASGITransport(app=app)
     headers = {"Authorization": f"Bearer {KEY}"}
@@ -397,7 +397,7 @@ async def test_a_stopped_scheduler_is_reported_refuses_starts_and_still_cleans_u
             assert (await http.get("/healthz")).json()["status"] == "ok"
             store.close()  # the scheduler's next look at the store fails
             with anyio.fail_after(10):
-                while swarms.stopped is None:  # noqa: ASYNC110 (no event to await)
+                while domain.stopped is None:  # noqa: ASYNC110 (no event to await)
                     await anyio.sleep(0.05)
             health = await http.get("/healthz")
             assert health.status_code == 503
@@ -491,6 +491,34 @@ def test_e2b_list_parameters_are_checked_and_paging_ends(
                 break
         http.delete(f"/sandboxes/{other}", headers=api)
     assert pages == 2 and sorted(seen) == sorted([e2b_box["E2b-Sandbox-Id"], other])
+
+
+def test_e2b_requests_the_domain_refuses_are_answered_in_e2bs_shape(
+    server: Server, e2b_box: dict[str, str]
+) -> None:
+    # the domain's refusals, met through the E2B control plane: E2B's statuses and body,
+    # never the Swarms API's shape, never a 500
+    live = e2b_box["E2b-Sandbox-Id"]
+    refused = [
+        ("POST", "/v2/sandboxes", {"templateID": "desktop-linux"}, KEY, 404, "desktop-linux"),
+        ("POST", "/v2/sandboxes", {"timeout": 0}, KEY, 400, "timeout"),
+        ("POST", "/sandboxes", {"timeout": 10**6}, KEY, 400, "timeout"),
+        ("POST", f"/sandboxes/{live}/timeout", {"timeout": 0}, KEY, 400, "timeout"),
+        ("POST", f"/sandboxes/{live}/connect", {"timeout": -1}, KEY, 400, "timeout"),
+        ("GET", f"/sandboxes/{live}", None, OTHER_KEY, 404, live),
+        ("DELETE", f"/sandboxes/{live}", None, OTHER_KEY, 404, live),
+        ("POST", f"/sandboxes/{live}/timeout", {"timeout": 5}, OTHER_KEY, 404, live),
+        ("POST", "/v2/sandboxes/sbx-nothere/connect", {}, KEY, 404, "sbx-nothere"),
+    ]
+    with server.http() as http:
+        for method, path, body, key, status, named in refused:
+            answer = http.request(method, path, json=body, headers={"X-API-KEY": key})
+            assert answer.status_code == status, (method, path, body, answer.text)
+            assert answer.json().keys() == {"code", "message"}, answer.text
+            assert answer.json()["code"] == status and named in answer.json()["message"]
+        # the sandbox another account asked for is untouched
+        assert http.get(f"/sandboxes/{live}", headers={"X-API-KEY": KEY}).status_code == 200
+    assert server.health()["status"] == "ok"
 
 
 def test_e2b_paths_and_commands_no_system_call_takes_are_a_400_on_a_live_connection(

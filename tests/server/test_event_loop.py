@@ -15,7 +15,7 @@ import anyio.lowlevel
 import pytest
 
 from inspect_swarm.server._serve import assemble
-from inspect_swarm.server.domain._swarms import Swarms
+from inspect_swarm.server.domain._server import SwarmServer
 from inspect_swarm.server.edge._schema import start_request
 from inspect_swarm.server.model._keys import Owner
 from inspect_swarm.server.model._types import Settings
@@ -93,9 +93,9 @@ async def test_a_sandbox_is_made_and_ended_off_the_event_loop(
 
 
 async def test_a_runs_files_result_and_memory_are_read_off_the_event_loop(
-    local: tuple[Store, SandboxHost, Swarms], monkeypatch: pytest.MonkeyPatch
+    local: tuple[Store, SandboxHost, SwarmServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store, _, swarms = local
+    store, _, domain = local
     threads = Threads(monkeypatch)
     for name in ("write_file", "read_file", "oom_killed"):
         threads.watch(Sandbox, name)
@@ -106,7 +106,7 @@ async def test_a_runs_files_result_and_memory_are_read_off_the_event_loop(
         "files": {"/tmp/in": "kept"},
         "resultPath": "/tmp/out",
     }
-    (sandbox,) = store.sandboxes(await run_to_completion(swarms, run))
+    (sandbox,) = store.sandboxes(await run_to_completion(domain, run))
     assert (sandbox.status, sandbox.result) == ("succeeded", "kept")
     assert set(threads.ran) == {"write_file", "read_file", "oom_killed"}
     assert list(threads.on_the_loop()) == []
@@ -117,7 +117,7 @@ async def test_a_burst_of_starts_leaves_the_event_loop_to_others_between_passes(
 ) -> None:
     store = Store(tmp_path / "swarm.db")
     host = SandboxHost(IsolationConfig(tmp_path / "state", "process"))
-    swarms = assemble(store, host, Settings(64))
+    domain = assemble(store, host, Settings(64))
     happened: list[str] = []
     booting = Runs.set_booting
 
@@ -135,9 +135,9 @@ async def test_a_burst_of_starts_leaves_the_event_loop_to_others_between_passes(
     try:
         with anyio.fail_after(20):
             async with anyio.create_task_group() as tg:
-                await tg.start(swarms.serve)
+                await tg.start(domain.serve)
                 tg.start_soon(others)
-                swarms.start(Owner("acct_test"), start_request(raw, None))
+                domain.start(Owner("acct_test"), start_request(raw, None))
                 while happened.count("start") < 40:  # noqa: ASYNC110 (no event to await)
                     await anyio.sleep(0.01)
                 tg.cancel_scope.cancel()
@@ -155,7 +155,7 @@ async def test_a_burst_of_starts_boots_a_few_sandboxes_at_a_time(
 ) -> None:
     store = Store(tmp_path / "swarm.db")
     host = SandboxHost(IsolationConfig(tmp_path / "state", "namespaces"))
-    swarms = assemble(store, host, Settings(64))
+    domain = assemble(store, host, Settings(64))
     booting, most = 0, 0
     create = SandboxHost._create
 
@@ -172,7 +172,7 @@ async def test_a_burst_of_starts_boots_a_few_sandboxes_at_a_time(
     # one run of 24 at once: each sandbox is booted, none made anew from another
     raw = {"command": "true", "count": 24, "size": {"vcpus": 1, "memoryGb": 1}}
     try:
-        sandboxes = store.sandboxes(await run_to_completion(swarms, raw))
+        sandboxes = store.sandboxes(await run_to_completion(domain, raw))
         assert [s.status for s in sandboxes] == ["succeeded"] * 24
         assert most == min(24, 2 * (os.cpu_count() or 1))
     finally:

@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from inspect_swarm.server._serve import assemble
-from inspect_swarm.server.domain._swarms import Swarms
+from inspect_swarm.server.domain._server import SwarmServer
 from inspect_swarm.server.edge._schema import StartBody, body_hash
 from inspect_swarm.server.model._keys import Owner
 from inspect_swarm.server.model._types import Settings
@@ -247,7 +247,7 @@ def test_isolation(server: Server, tmp_path: Path) -> None:
 
 
 @pytest.fixture
-async def local(tmp_path: Path) -> AsyncIterator[tuple[Store, SandboxHost, Swarms]]:
+async def local(tmp_path: Path) -> AsyncIterator[tuple[Store, SandboxHost, SwarmServer]]:
     """A store, sandbox host and the domain over them in this process (no HTTP), cleaned up
     after."""
     store = Store(tmp_path / "swarm.db")
@@ -261,14 +261,14 @@ async def local(tmp_path: Path) -> AsyncIterator[tuple[Store, SandboxHost, Swarm
         store.close()
 
 
-async def run_to_completion(swarms: Swarms, raw: dict[str, Any]) -> str:
-    """Serve `swarms` until the run `raw` starts has completed; the run's id (`raw` is only
+async def run_to_completion(domain: SwarmServer, raw: dict[str, Any]) -> str:
+    """Serve `domain` until the run `raw` starts has completed; the run's id (`raw` is only
     validated, not checked: a value the edge refuses reaches the domain)."""
     request = StartBody.model_validate(raw).domain(body_hash(raw), None)
     with anyio.fail_after(30):
         async with anyio.create_task_group() as tg:
-            await tg.start(swarms.serve)
-            view, _ = swarms.start(Owner("acct_test"), request)
+            await tg.start(domain.serve)
+            view, _ = domain.start(Owner("acct_test"), request)
             while view.run.status != "completed":  # noqa: ASYNC110 (no event to await)
                 await anyio.sleep(0.02)
             tg.cancel_scope.cancel()
@@ -277,9 +277,9 @@ async def run_to_completion(swarms: Swarms, raw: dict[str, Any]) -> str:
 
 @pytest.mark.anyio
 async def test_a_sandbox_that_ended_before_its_command_started_fails_with_why(
-    local: tuple[Store, SandboxHost, Swarms], monkeypatch: pytest.MonkeyPatch
+    local: tuple[Store, SandboxHost, SwarmServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store, host, swarms = local
+    store, host, domain = local
     boot = host.create
 
     async def boot_then_end(sandbox_id: str, limits: Limits) -> Sandbox:
@@ -292,16 +292,16 @@ async def test_a_sandbox_that_ended_before_its_command_started_fails_with_why(
 
     monkeypatch.setattr(host, "create", boot_then_end)
     raw = {"command": "echo never", "count": 1, "size": {"vcpus": 1, "memoryGb": 1}}
-    (sandbox,) = store.sandboxes(await run_to_completion(swarms, raw))
+    (sandbox,) = store.sandboxes(await run_to_completion(domain, raw))
     assert (sandbox.status, sandbox.error) == ("failed", f"sandbox {sandbox.sandbox_id} has ended")
     assert not (host.sandbox_dir / sandbox.sandbox_id).exists()
 
 
 @pytest.mark.anyio
 async def test_a_sandbox_that_cannot_be_made_anew_gives_way_to_a_new_one(
-    local: tuple[Store, SandboxHost, Swarms], monkeypatch: pytest.MonkeyPatch
+    local: tuple[Store, SandboxHost, SwarmServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store, host, swarms = local
+    store, host, domain = local
     boot, booted = host.create, list[NamespaceSandbox]()
 
     async def boot_to_die_before_reset(sandbox_id: str, limits: Limits) -> Sandbox:
@@ -321,7 +321,7 @@ async def test_a_sandbox_that_cannot_be_made_anew_gives_way_to_a_new_one(
 
     monkeypatch.setattr(host, "create", boot_to_die_before_reset)
     raw = {"command": "hostname", "count": 2, "concurrency": 1, "size": {"vcpus": 1, "memoryGb": 1}}
-    sandboxes = store.sandboxes(await run_to_completion(swarms, raw))
+    sandboxes = store.sandboxes(await run_to_completion(domain, raw))
     assert [(s.status, s.stdout_tail) for s in sandboxes] == [
         ("succeeded", f"{s.sandbox_id}\n") for s in sandboxes
     ]
@@ -332,10 +332,10 @@ async def test_a_sandbox_that_cannot_be_made_anew_gives_way_to_a_new_one(
 async def test_collections_skip_what_the_server_made_at_startup(tmp_path: Path) -> None:
     # a full collection of the ~200k objects of a started server would stall every request
     store = Store(tmp_path / "swarm.db")
-    swarms = assemble(store, SandboxHost(IsolationConfig(tmp_path, "process")), Settings(2))
+    domain = assemble(store, SandboxHost(IsolationConfig(tmp_path, "process")), Settings(2))
     try:
         async with anyio.create_task_group() as tg:
-            await tg.start(swarms.serve)
+            await tg.start(domain.serve)
             assert gc.get_freeze_count() > 0
             tg.cancel_scope.cancel()
     finally:

@@ -18,7 +18,7 @@ import pytest
 from inspect_swarm.cli._main import main
 from inspect_swarm.client import AuthenticationError
 from inspect_swarm.server._serve import assemble
-from inspect_swarm.server.domain import _swarms
+from inspect_swarm.server.domain import _server
 from inspect_swarm.server.edge._auth import account_of
 from inspect_swarm.server.model._types import RunRecord, RunSpec, SandboxInput, Settings, Size
 from inspect_swarm.server.records._store import SCHEMA_VERSION, Store
@@ -61,7 +61,7 @@ async def test_the_server_checkpoints_in_a_worker_thread(
 ) -> None:
     store = Store(tmp_path / "swarm.db")
     host = SandboxHost(IsolationConfig(tmp_path, "process"))
-    swarms = assemble(store, host, Settings(2))
+    domain = assemble(store, host, Settings(2))
     threads: list[int] = []
     checkpoint = store.checkpoint
     twice = anyio.Event()
@@ -73,11 +73,11 @@ async def test_the_server_checkpoints_in_a_worker_thread(
             anyio.from_thread.run_sync(twice.set)
 
     monkeypatch.setattr(store, "checkpoint", recorded)
-    monkeypatch.setattr(_swarms, "_CHECKPOINT_SECONDS", 0.01)
+    monkeypatch.setattr(_server, "_CHECKPOINT_SECONDS", 0.01)
     try:
         with anyio.fail_after(20):
             async with anyio.create_task_group() as tg:
-                await tg.start(swarms.serve)
+                await tg.start(domain.serve)
                 _write_pages(store, 3)
                 await twice.wait()
                 tg.cancel_scope.cancel()

@@ -20,7 +20,7 @@ from fastapi import FastAPI
 
 from ._defaults import DEFAULT_PORT, default_memory_gib, default_state_dir
 from .domain._leases import Keyring
-from .domain._swarms import Swarms
+from .domain._server import SwarmServer
 from .edge._app import create_app
 from .edge._auth import ALL_SCOPES
 from .edge._middleware import MIB, HttpLimits, http_protocol
@@ -115,7 +115,7 @@ def assemble(
     settings: Settings,
     url: str = "",
     options: ServerOptions | None = None,
-) -> Swarms:
+) -> SwarmServer:
     """The domain of a server at `url`, on the engine `options` name (this machine's by
     default), taking up where the last server on the store left off."""
     keyring = Keyring(store, url)
@@ -124,9 +124,9 @@ def assemble(
 
         runs = Runs(store, ray_isolation(host))
         engine = RayEngine(runs, host, settings, keyring, options.ray_address, options.host)
-        return Swarms(store, runs, engine, keyring, settings)
+        return SwarmServer(store, runs, engine, keyring, settings)
     runs = Runs(store, host.describe())
-    return Swarms(store, runs, LocalEngine(runs, host, settings, keyring), keyring, settings)
+    return SwarmServer(store, runs, LocalEngine(runs, host, settings, keyring), keyring, settings)
 
 
 Announce = Callable[[str, str], str]
@@ -186,11 +186,11 @@ def serve(options: ServerOptions, on_ready: Announce | None = None) -> None:
         stuck_timeout=options.stuck_timeout,
         plan=options.plan,
     )
-    swarms = assemble(store, sandbox_host, settings, url, options)
+    server = assemble(store, sandbox_host, settings, url, options)
     limits = HttpLimits(
         options.max_body_mib * MIB, options.max_file_mib * MIB, options.read_timeout
     )
-    app = create_app(swarms, keys, limits)
+    app = create_app(server, keys, limits)
     first_key = next(iter(keys))
     print(f"inspect-swarm server on {url}", flush=True)
     print(f"  MARITIME_API_URL={url}", flush=True)

@@ -48,15 +48,19 @@ class Keyring:
     the variables that carry them into sandboxes (the engine's `SandboxCredentials`)."""
 
     def __init__(self, store: Store, url: str = "") -> None:
-        self.store = store
-        self.url = url
-        """The server's address, as sandboxes reach it."""
+        self._store = store
+        self._url = url
         self._lease_keys: dict[str, str] = {}
         """Each open lease's key as its account is shown it."""
 
+    @property
+    def url(self) -> str:
+        """The server's address, as sandboxes reach it."""
+        return self._url
+
     def find(self, key: str) -> KeyRecord | None:
         """What a key made for a lease reaches, while the lease is open (None otherwise)."""
-        return self.store.key(key)
+        return self._store.key(key)
 
     def lease_key(self, lease: Lease) -> str:
         """The open lease's key: it acts for the account while the lease is open.
@@ -67,40 +71,40 @@ class Keyring:
         key = self._lease_keys.get(lease.id)
         if key is None:
             key = self._lease_keys[lease.id] = new_key()
-            self.store.insert_key(key, lease.account, lease.id, None, ROOT)
+            self._store.insert_key(key, lease.account, lease.id, None, ROOT)
         return key
 
     def env(self, lease: Lease, key: str) -> dict[str, str]:
         """The variables a sandbox on the lease gets, with its own `key`."""
-        domain = self.url.split("://", 1)[-1]
+        domain = self._url.split("://", 1)[-1]
         return {
             "MARITIME_API_KEY": key,
             "E2B_API_KEY": key,
-            "MARITIME_API_URL": self.url,
+            "MARITIME_API_URL": self._url,
             "E2B_DOMAIN": domain,
-            "E2B_API_URL": self.url,
-            "E2B_SANDBOX_URL": self.url,
+            "E2B_API_URL": self._url,
+            "E2B_SANDBOX_URL": self._url,
             "MARITIME_SERVER_LEASE_ID": lease.id,
         }
 
     def sandbox_env(self, lease_id: str, sandbox_id: str, lineage: str) -> dict[str, str]:
         """The variables of the sandbox `sandbox_id`, made under `lineage` on the lease, with
         a new key of its own: it reaches only what the sandbox makes, until `revoke`."""
-        lease = self.store.lease(lease_id)
+        lease = self._store.lease(lease_id)
         assert lease is not None, f"no lease {lease_id}"
         key = new_key()
-        self.store.insert_key(
+        self._store.insert_key(
             key, lease.account, lease.id, sandbox_id, child_lineage(lineage, sandbox_id)
         )
         return self.env(lease, key)
 
     def revoke(self, sandbox_id: str) -> None:
         """The sandbox has ended: its key stops working."""
-        self.store.revoke_sandbox_keys(sandbox_id)
+        self._store.revoke_sandbox_keys(sandbox_id)
 
     def revoke_lease(self, lease_id: str) -> None:
         """The lease has ended: every key made for it stops working."""
-        self.store.revoke_lease_keys(lease_id)
+        self._store.revoke_lease_keys(lease_id)
         self._lease_keys.pop(lease_id, None)
 
 
@@ -108,17 +112,21 @@ class Leases:
     """Who rents the server, and what ends with their lease."""
 
     def __init__(self, store: Store, settings: Settings, keyring: Keyring, engine: Engine):
-        self.store = store
-        self.settings = settings
-        self.keyring = keyring
-        self.engine = engine
-        self.holders: list[LeaseHolder] = []
+        self._store = store
+        self._settings = settings
+        self._keyring = keyring
+        self._engine = engine
+        self._holders: list[LeaseHolder] = []
         """What keeps sandboxes on a lease besides the engine's runs."""
         self._idle_since: float | None = None
 
+    def hold(self, holder: LeaseHolder) -> None:
+        """Have `holder`'s sandboxes keep a lease from idling, and end with it."""
+        self._holders.append(holder)
+
     def current(self) -> Lease | None:
         """The lease that holds this server now, if any."""
-        return self.store.open_lease()
+        return self._store.open_lease()
 
     def rent(self, account: str) -> tuple[Lease, bool]:
         """The account's open lease, made if the server is free; (lease, created)."""
@@ -127,10 +135,10 @@ class Leases:
             raise ServerBusy()
         if current is not None:
             return current, False
-        if self.settings.plan == "none":
+        if self._settings.plan == "none":
             raise PlanRequired()
         lease = Lease(f"lease-{uuid.uuid4().hex[:12]}", account, time.time(), None, None)
-        self.store.insert_lease(lease)
+        self._store.insert_lease(lease)
         self._idle_since = time.monotonic()
         return lease, True
 
@@ -144,21 +152,21 @@ class Leases:
         if held is None or held.account != account:
             raise NoLease()
         self.release(held, "released")
-        ended = self.store.lease(held.id)
+        ended = self._store.lease(held.id)
         assert ended is not None
         return ended
 
     def release(self, lease: Lease, reason: str) -> None:
         """End a lease, every key made for it and every sandbox on it."""
-        self.store.release_lease(lease.id, reason)
-        self.keyring.revoke_lease(lease.id)
+        self._store.release_lease(lease.id, reason)
+        self._keyring.revoke_lease(lease.id)
         # the run's `error`, as billing's on a hosted server: its queued sandboxes fail with
         # it, and its running ones stop too, since releasing ends every sandbox on the server
         why = _RELEASE_REASONS.get(reason, reason)
-        self.engine.end_lease(
+        self._engine.end_lease(
             lease.id, f"the server's lease ended ({why}): every sandbox on it was ended"
         )
-        for holder in self.holders:
+        for holder in self._holders:
             holder.release(lease.id, f"lease {reason}")
 
     def close_accounts(self, accounts: frozenset[str]) -> None:
@@ -178,12 +186,12 @@ class Leases:
         lease = self.current()
         if lease is None:
             return
-        held = any(holder.holds(lease.id) for holder in self.holders)
-        if held or self.engine.holds(lease.id):
+        held = any(holder.holds(lease.id) for holder in self._holders)
+        if held or self._engine.holds(lease.id):
             self._idle_since = None
             return
         now = time.monotonic()
         if self._idle_since is None:
             self._idle_since = now
-        elif now - self._idle_since >= self.settings.idle_release:
+        elif now - self._idle_since >= self._settings.idle_release:
             self.release(lease, "idle")

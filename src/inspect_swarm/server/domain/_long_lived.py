@@ -10,9 +10,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
 
 import anyio
 
@@ -78,12 +76,12 @@ class LongLivedSandboxes:
     """The live long-lived sandboxes of one server (a holder of its lease)."""
 
     def __init__(self, store: Store, leases: Leases, keyring: Keyring, engine: Engine) -> None:
-        self.store = store
-        self.leases = leases
-        self.keyring = keyring
-        self.engine = engine
+        self._store = store
+        self._leases = leases
+        self._keyring = keyring
+        self._engine = engine
         self._live: dict[str, LongLivedSandbox] = {}
-        leases.holders.append(self)
+        leases.hold(self)
 
     async def start(self, owner: Owner, lease: Lease, spec: SandboxSpec) -> LongLivedSandbox:
         """Boot a sandbox for `owner` on its account's lease.
@@ -91,9 +89,9 @@ class LongLivedSandboxes:
         It ends `spec.lifetime` seconds from now unless its timeout is set again. Raises
         MemoryFull, LeaseEnded (the lease ended while the sandbox booted) or BootFailed.
         """
-        engine, size, lifetime = self.engine, spec.size, spec.lifetime
+        engine, size, lifetime = self._engine, spec.size, spec.lifetime
         engine.book(size)
-        self.leases.touch()
+        self._leases.touch()
         sandbox_id = new_sandbox_id()
         try:
             # a client that gives up mid-boot must not leave a half-made sandbox
@@ -104,7 +102,7 @@ class LongLivedSandboxes:
             if isinstance(ex, SandboxError | OSError):
                 raise BootFailed(f"sandbox boot failed: {ex}") from None
             raise
-        current = self.leases.current()
+        current = self._leases.current()
         if current is None or current.id != lease.id:
             with anyio.CancelScope(shield=True):
                 await sandbox.close()
@@ -119,7 +117,7 @@ class LongLivedSandboxes:
             size=size,
             metadata=dict(spec.metadata),
             env={
-                **self.keyring.sandbox_env(lease.id, sandbox_id, owner.lineage),
+                **self._keyring.sandbox_env(lease.id, sandbox_id, owner.lineage),
                 "E2B_SANDBOX": "true",
                 "E2B_SANDBOX_ID": sandbox_id,
                 **spec.env,
@@ -131,7 +129,7 @@ class LongLivedSandboxes:
             scope=anyio.CancelScope(deadline=anyio.current_time() + lifetime),
         )
         self._live[sandbox_id] = box
-        self.store.insert_long_lived(box.record())
+        self._store.insert_long_lived(box.record())
         engine.start_soon(self._lifetime, box)
         return box
 
@@ -146,15 +144,15 @@ class LongLivedSandboxes:
         finally:
             with anyio.CancelScope(shield=True):
                 del self._live[box.id]
-                self.keyring.revoke(box.id)
+                self._keyring.revoke(box.id)
                 try:
                     await box.sandbox.close()
                 except Exception:
                     # its end is recorded all the same: kill() waits on it
                     logger.exception("sandbox %s did not close cleanly", box.id)
-                self.engine.unbook(box.size)
+                self._engine.unbook(box.size)
                 ended = {"ended_at": time.time(), "end_reason": box.end_reason or why}
-                self.store.update_long_lived(box.id, ended)
+                self._store.update_long_lived(box.id, ended)
                 box.ended.set()
 
     def live(self, sandbox_id: str, owner: Owner | None = None) -> LongLivedSandbox | None:
@@ -166,7 +164,7 @@ class LongLivedSandboxes:
 
     def record(self, sandbox_id: str, owner: Owner) -> LongLivedRecord | None:
         """The record of a sandbox within `owner`'s reach, alive or ended (None if unknown)."""
-        return self.store.long_lived(sandbox_id, owner)
+        return self._store.long_lived(sandbox_id, owner)
 
     def of(self, owner: Owner) -> list[LongLivedSandbox]:
         """The live sandboxes within `owner`'s reach, oldest first."""
@@ -181,11 +179,7 @@ class LongLivedSandboxes:
         """End the sandbox `timeout` seconds from now."""
         box.end_at = time.time() + timeout
         box.scope.deadline = anyio.current_time() + timeout
-        self.store.update_long_lived(box.id, {"end_at": box.end_at})
-
-    def start_soon(self, func: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
-        """Run a task of a sandbox's (a command's relay) beside the engine, ended with it."""
-        self.engine.start_soon(func, *args)
+        self._store.update_long_lived(box.id, {"end_at": box.end_at})
 
     def holds(self, lease_id: str) -> bool:
         """Whether a sandbox on the lease is alive."""

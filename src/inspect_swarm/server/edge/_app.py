@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from ..domain._swarms import Swarms
+from ..domain._server import SwarmServer
 from ..model._types import InvalidRequest, SwarmError
 from ._access_log import AccessLog
 from ._auth import Keys
@@ -23,7 +23,7 @@ from .e2b import UPLOAD_PATHS, mount_e2b
 
 
 def create_app(
-    swarms: Swarms, keys: Mapping[str, frozenset[str]], limits: HttpLimits | None = None
+    server: SwarmServer, keys: Mapping[str, frozenset[str]], limits: HttpLimits | None = None
 ) -> FastAPI:
     """The FastAPI application of one swarm server (its domain serves in the lifespan).
 
@@ -35,12 +35,12 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         try:
             async with anyio.create_task_group() as tg:
-                await tg.start(swarms.serve)
+                await tg.start(server.serve)
                 yield
                 tg.cancel_scope.cancel()
         finally:
             # here, not after uvicorn returns: it re-raises SIGTERM once the lifespan has ended
-            await swarms.aclose()
+            await server.aclose()
 
     app = FastAPI(
         title="inspect-swarm server",
@@ -52,12 +52,12 @@ def create_app(
     limits = limits or HttpLimits()
     app.add_middleware(Edge, limits=limits, uploads=UPLOAD_PATHS)
     app.add_middleware(AccessLog)  # outermost: its time is the whole answer's
-    auth = Keys(keys, swarms.keyring)
+    auth = Keys(keys, server.find_key)
     app.state.keys = auth
     # the Swarms API's routes first: a poll is matched before the E2B surface's are tried
-    app.include_router(routes(swarms))
-    mount_e2b(app, swarms, max_file=limits.max_file)
-    swarms.leases.close_accounts(auth.accounts)
+    app.include_router(routes(server))
+    mount_e2b(app, server, max_file=limits.max_file)
+    server.close_accounts(auth.accounts)
 
     @app.exception_handler(ApiError)
     async def api_error(_: Request, ex: ApiError) -> JSONResponse:

@@ -2,21 +2,22 @@
 keys made for their leases and sandboxes, as FastAPI dependencies that authenticate a request
 and check its scope before its route runs.
 
-A route takes `Reader`, `Provisioner` or `Releaser` and gets the caller's `Principal`. The
-keys live on the app (`app.state.keys`).
+A route takes `Reader` or `Provisioner` and gets the caller's `Principal`. The keys live on the
+app (`app.state.keys`). What a caller may do beyond its scope (a sandbox's key, say) is the
+domain's to decide.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
 
-from ..domain._leases import Keyring
 from ..model._keys import Owner
+from ..model._types import KeyRecord
 from ._access_log import note_caller
 from ._errors import ApiError
 
@@ -38,10 +39,13 @@ class Keys:
     """The bearer keys this server accepts: its own keys (one account each), and the `mlk_`
     keys made for those accounts while their lease is open (see `model._keys`)."""
 
-    def __init__(self, keys: Mapping[str, frozenset[str]], keyring: Keyring) -> None:
+    def __init__(
+        self, keys: Mapping[str, frozenset[str]], find: Callable[[str], KeyRecord | None]
+    ) -> None:
+        """`find`: what a key made for a lease reaches (the domain's `find_key`)."""
         self._keys = dict(keys)
         self._scopes = {account_of(key): scopes for key, scopes in keys.items()}
-        self._keyring = keyring
+        self._find = find
 
     @property
     def accounts(self) -> frozenset[str]:
@@ -53,7 +57,7 @@ class Keys:
         that still has a server key reaches (None if unknown)."""
         if key in self._keys:
             return Principal(Owner(account_of(key)), self._keys[key], key)
-        made = self._keyring.find(key)
+        made = self._find(key)
         if made is None or (scopes := self._scopes.get(made.account)) is None:
             return None
         return Principal(Owner(made.account, made.lineage), scopes, key)
@@ -100,22 +104,7 @@ async def _provisioner(request: Request) -> Principal:
     return keys_of(request).principal(request, PROVISION)
 
 
-async def _releaser(request: Request) -> Principal:
-    who = keys_of(request).principal(request, PROVISION)
-    if who.owner.sandbox_key:
-        raise ApiError(
-            403,
-            "sandbox_key",
-            "DELETE /v1/servers/lease: a sandbox's key cannot release the lease (it would "
-            "end every sandbox on it); release it with the account's key",
-        )
-    return who
-
-
 Reader = Annotated[Principal, Depends(_reader)]
 """A caller whose key has the `read` scope."""
 Provisioner = Annotated[Principal, Depends(_provisioner)]
 """A caller whose key has the `provision` scope."""
-Releaser = Annotated[Principal, Depends(_releaser)]
-"""A caller that may release the lease: the `provision` scope, and the account's key or its
-lease's (a sandbox's key would end every sandbox on it, its own with them)."""

@@ -1,5 +1,5 @@
-"""How the Swarms API answers what goes wrong: the HTTP status of each domain error, and
-`ApiError` for what the transport refuses itself (a missing key, an unknown route...)."""
+"""How the Swarms API and `/v1` answer what goes wrong: the HTTP status of each domain error,
+and `ApiError` for what the transport refuses itself (a missing key, an unknown route...)."""
 
 from __future__ import annotations
 
@@ -9,23 +9,29 @@ from ..model._types import (
     BootFailed,
     EngineStopped,
     IdempotencyConflict,
+    ImageUnsupported,
     InvalidRequest,
     LeaseEnded,
     MemoryFull,
     NoLease,
     NotFound,
     PlanRequired,
+    SandboxKeyRefused,
     ServerBusy,
     SwarmError,
     SwarmSandbox,
     SwarmTooLarge,
+    TemplateNotFound,
 )
 from ..records._wire import error_object
 
 _STATUS: dict[type[SwarmError], int] = {
     InvalidRequest: 400,
+    ImageUnsupported: 400,
+    TemplateNotFound: 400,
     PlanRequired: 402,
     SwarmTooLarge: 403,
+    SandboxKeyRefused: 403,
     NotFound: 404,
     NoLease: 404,
     IdempotencyConflict: 409,

@@ -24,14 +24,12 @@ from ..model._rules import (
     shown,
 )
 from ..model._types import (
-    TEMPLATES,
     InvalidRequest,
     RunRequest,
     SandboxInput,
     Size,
     refusing_bad_input,
 )
-from ._errors import ApiError
 
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
 
@@ -103,6 +101,7 @@ class StartBody(SandboxFields):
             name=self.name,
             idempotency_key=idempotency_key or self.idempotencyKey,
             digest=digest,
+            image=self.image,
         )
 
 
@@ -165,7 +164,6 @@ def parse_start(raw: Any) -> StartBody:
         raise InvalidRequest(
             "resultPath", f"must be an absolute path, got {shown(body.resultPath)}"
         )
-    _check_template(body)
     with refusing_bad_input():
         _check_start_text(body)
     return body
@@ -195,33 +193,11 @@ def _check_start_text(body: StartBody) -> None:
 def parse_sandbox(raw: Any) -> SandboxBody:
     """Validate a sandbox body, raising InvalidRequest that names the first bad field."""
     body = _validate(SandboxBody, raw)
-    _check_template(body)
     with refusing_bad_input():
         check_env("env", body.env)
         check_command_line("env", [], body.env)
         check_labels("metadata", body.metadata)
     return body
-
-
-def _check_template(body: SandboxFields) -> None:
-    if body.template is not None and body.image is not None:
-        raise InvalidRequest("image", "give `template` or `image`, not both")
-    if body.image is not None:
-        raise ApiError(
-            400,
-            "image_unsupported",
-            f"image: this server has no image registry (got {shown(body.image)}); "
-            f"use template, one of {', '.join(TEMPLATES)}",
-            field="image",
-        )
-    if body.template is not None and body.template not in TEMPLATES:
-        raise ApiError(
-            400,
-            "template_not_found",
-            f"template: unknown template {shown(body.template)}; "
-            f"this server has {', '.join(TEMPLATES)}",
-            field="template",
-        )
 
 
 def _all_files(body: StartBody) -> list[tuple[str, dict[str, str]]]:

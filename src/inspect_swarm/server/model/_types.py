@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from ._rules import refusing
+from ._rules import refusing, shown
 
 GIB = 1024**3
 TAIL_BYTES = 16 * 1024
@@ -25,6 +25,8 @@ RESULT_BYTES = 64 * 1024
 """The largest result file."""
 TEMPLATES = ("base", "python", "code-interpreter")
 """The templates this server offers (each is the same root: the host's system directories)."""
+DEFAULT_TEMPLATE = "base"
+"""The template of a sandbox whose request names none."""
 
 SandboxStatus = Literal["queued", "booting", "running", "succeeded", "failed", "cancelled"]
 EndStatus = Literal["succeeded", "failed", "cancelled"]
@@ -106,6 +108,8 @@ class RunRequest:
     idempotency_key: str | None
     digest: str
     """A hash of the request, which tells a retried start from another under the same key."""
+    image: str | None = None
+    """An OCI image asked for instead of a template (this server has none: refused)."""
 
     def sandbox_inputs(self) -> list[SandboxInput]:
         """Each sandbox's input, with the run's variables and files under its own."""
@@ -122,6 +126,20 @@ class RunRequest:
     def input_field(self, index: int) -> str:
         """The field a sandbox's command line came in, to name in an error."""
         return "command" if self.inputs is None else f"inputs.{index}"
+
+
+@dataclass(frozen=True)
+class SandboxRequest:
+    """A request for a long-lived sandbox, checked against the wire's rules but not yet the
+    server's."""
+
+    template: str | None
+    image: str | None
+    size: Size
+    timeout_seconds: int | None
+    """Its lifetime (None: the server's default timeout)."""
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -223,6 +241,60 @@ class Lease:
 
 
 @dataclass(frozen=True)
+class LeaseState:
+    """A lease as an account is shown it: the server's memory, what runs on it now, and, to
+    its own account while it is open, the key that acts for it with the variables that carry
+    that key."""
+
+    lease: Lease
+    memory_gib: int
+    booked_gib: int
+    """The memory the sandboxes running now booked."""
+    sandboxes: int
+    """How many sandboxes run now."""
+    key: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ServerState:
+    """The server as one caller sees it: free, rented by the caller or by another account."""
+
+    state: Literal["available", "yours", "busy"]
+    memory_gib: int
+    isolation: Mapping[str, object]
+    lease: LeaseState | None
+    """The caller's open lease, if it rents the server."""
+    eligible: bool
+    """Whether the server offers Swarms (its plan)."""
+
+
+@dataclass(frozen=True)
+class Access:
+    """Whether this server offers Swarms, and how large a run may be."""
+
+    plan: str
+    max_sandboxes: int
+    reason: str | None
+    """Why it offers none (None: it does)."""
+
+    @property
+    def offered(self) -> bool:
+        """Whether a run may start here."""
+        return self.reason is None
+
+
+@dataclass(frozen=True)
+class Health:
+    """Whether the scheduler runs (and why not), and what the server's sandboxes are."""
+
+    stopped: str | None
+    isolation: Mapping[str, object]
+    max_running: int
+    """The most sandboxes that have run at once."""
+
+
+@dataclass(frozen=True)
 class KeyRecord:
     """What a key made for an account reaches (the store keeps only its hash)."""
 
@@ -303,6 +375,31 @@ def refusing_bad_input() -> AbstractContextManager[None]:
     return refusing(lambda bad: InvalidRequest(bad.field, bad.detail))
 
 
+class TemplateNotFound(SwarmError):
+    """A template this server does not have."""
+
+    code = "template_not_found"
+    field = "template"
+
+    def __init__(self, template: str) -> None:
+        super().__init__(
+            f"template: unknown template {shown(template)}; this server has {', '.join(TEMPLATES)}"
+        )
+
+
+class ImageUnsupported(SwarmError):
+    """An image asked for: this server runs templates only."""
+
+    code = "image_unsupported"
+    field = "image"
+
+    def __init__(self, image: str) -> None:
+        super().__init__(
+            f"image: this server has no image registry (got {shown(image)}); "
+            f"use template, one of {', '.join(TEMPLATES)}"
+        )
+
+
 class NotFound(SwarmError):
     """Nothing by that id within the caller's reach."""
 
@@ -352,6 +449,12 @@ class NoLease(SwarmError):
 
     def __init__(self) -> None:
         super().__init__("you do not rent this server")
+
+
+class SandboxKeyRefused(SwarmError):
+    """A sandbox's key asked for what only its account's may do."""
+
+    code = "sandbox_key"
 
 
 class SwarmSandbox(SwarmError):

@@ -16,7 +16,17 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from ..model._types import ENDED, Lease, LongLivedRecord, RunRecord, SandboxRecord, Size
+from ..model._types import (
+    ENDED,
+    Access,
+    Health,
+    LeaseState,
+    LongLivedRecord,
+    RunRecord,
+    SandboxRecord,
+    ServerState,
+    Size,
+)
 
 ENVD_VERSION = "0.5.7"
 """The envd protocol version this server speaks (gates the E2B SDK's features)."""
@@ -119,69 +129,60 @@ def run_sandbox_object(sandbox: SandboxRecord) -> dict[str, Any]:
     return {**sandbox_object(sandbox), "swarmId": sandbox.run_id}
 
 
-def lease_object(
-    lease: Lease,
-    memory_gib: int,
-    booked_gib: int,
-    sandboxes: int,
-    key: str | None = None,
-    env: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    """A lease, with `key` and the variables `env` that carry it (given only to the lease's
-    own account, while it is open)."""
+def lease_object(state: LeaseState) -> dict[str, Any]:
+    """A lease, with its key and the variables that carry it when `state` has them (only
+    for the lease's own account, while it is open)."""
+    lease = state.lease
     is_open = lease.released_at is None
     obj: dict[str, Any] = {
         "id": lease.id,
         "server": "local",
-        "memoryGib": memory_gib,
-        "memoryUsedGib": booked_gib if is_open else 0,
-        "sandboxes": sandboxes if is_open else 0,
+        "memoryGib": state.memory_gib,
+        "memoryUsedGib": state.booked_gib if is_open else 0,
+        "sandboxes": state.sandboxes if is_open else 0,
         "pricePerMinuteUsd": 0.0,
         "startedAt": iso(lease.started_at),
         "releasedAt": iso(lease.released_at),
         "releaseReason": lease.release_reason,
     }
-    if key is not None and is_open:
-        obj["apiKey"] = key
-        obj["env"] = dict(env or {})
+    if state.key is not None and is_open:
+        obj["apiKey"] = state.key
+        obj["env"] = dict(state.env)
     return obj
 
 
-def servers_object(
-    state: str,
-    memory_gib: int,
-    isolation: Mapping[str, object],
-    lease: dict[str, Any] | None,
-    eligible: bool,
-) -> dict[str, Any]:
+def servers_object(state: ServerState) -> dict[str, Any]:
     """`GET /v1/servers`: this one server, and the caller's lease of it."""
-    server = {"id": "local", "state": state, "memoryGib": memory_gib, "isolation": isolation}
-    return {"servers": [server], "lease": lease, "eligible": eligible}
+    server = {
+        "id": "local",
+        "state": state.state,
+        "memoryGib": state.memory_gib,
+        "isolation": state.isolation,
+    }
+    lease = None if state.lease is None else lease_object(state.lease)
+    return {"servers": [server], "lease": lease, "eligible": state.eligible}
 
 
-def access_object(plan: str, max_sandboxes: int) -> dict[str, Any]:
+def access_object(access: Access) -> dict[str, Any]:
     """`GET /api/swarms/access`: whether this server offers Swarms."""
-    allowed = plan == "scale"
     return {
-        "access": allowed,
-        "plan": plan,
-        "maxSandboxesPerRun": max_sandboxes,
-        "reason": None if allowed else "this server does not offer Swarms (plan none)",
+        "access": access.offered,
+        "plan": access.plan,
+        "maxSandboxesPerRun": access.max_sandboxes,
+        "reason": access.reason,
     }
 
 
-def health_object(
-    stopped: str | None, isolation: Mapping[str, object], max_running: int
-) -> dict[str, Any]:
+def health_object(health: Health) -> dict[str, Any]:
     """`GET /healthz`: whether the scheduler runs (and why not), and the isolation."""
-    health: dict[str, Any] = {
-        "status": "ok" if stopped is None else "stopped",
-        "isolation": isolation,
-        "maxRunning": max_running,
+    obj: dict[str, Any] = {
+        "status": "ok" if health.stopped is None else "stopped",
+        "isolation": health.isolation,
+        "maxRunning": health.max_running,
     }
-    if stopped is not None:
-        health["reason"] = stopped
-    return health
+    if health.stopped is not None:
+        obj["reason"] = health.stopped
+    return obj
 
 
 def error_object(code: str, detail: str, field: str | None = None) -> dict[str, Any]:

@@ -14,18 +14,18 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-    from ...domain._swarms import Swarms
+    from ...domain._server import SwarmServer
 
 
 UPLOAD_PATHS = ("/files", "/process.Process/StreamInput")
 """The envd paths whose bodies are uploads (a file, a command's input): their own limit."""
 
 
-def mount_e2b(app: FastAPI, swarms: Swarms, max_file: int) -> None:
+def mount_e2b(app: FastAPI, server: SwarmServer, max_file: int) -> None:
     """Serve the E2B surface of the server's long-lived sandboxes from `app` when the e2b
     package is installed (`max_file`: the largest file read from a sandbox, in bytes)."""
     if find_spec("e2b") is None:
         return
     from ._surface import mount
 
-    mount(app, swarms, max_file)
+    mount(app, server, max_file)

@@ -5,14 +5,16 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 import anyio
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 
-from ...domain._long_lived import LongLivedSandbox, LongLivedSandboxes
+from ...domain._long_lived import LongLivedSandbox
+from ...domain._server import SwarmServer
 from ...model._rules import (
     BadInput,
     check_command_line,
@@ -21,6 +23,7 @@ from ...model._rules import (
     check_text,
     refusing,
 )
+from ...model._types import NotFound
 from ...sandboxes._isolation import SandboxError, User
 from .._middleware import HttpLimits
 from ._file_ops import resolve
@@ -60,8 +63,8 @@ def connect_errors() -> Iterator[None]:
 class Envd:
     """Routes envd requests to sandboxes by the `E2b-Sandbox-Id` header."""
 
-    def __init__(self, sandboxes: LongLivedSandboxes, max_file: int = HttpLimits.max_file) -> None:
-        self.sandboxes = sandboxes
+    def __init__(self, server: SwarmServer, max_file: int = HttpLimits.max_file) -> None:
+        self._server = server
         self.max_file = max_file
         """The largest file read from a sandbox, in bytes (as large as an upload may be)."""
 
@@ -70,13 +73,18 @@ class Envd:
         sandbox_id = headers.get("e2b-sandbox-id")
         if not sandbox_id:
             raise E2BError(400, "missing E2b-Sandbox-Id header: name the sandbox")
-        box = self.sandboxes.live(sandbox_id)
-        if box is None:
+        try:
+            box = self._server.live_sandbox(sandbox_id)
+        except NotFound:
             # what E2B's proxy answers for a sandbox that was killed or timed out
-            raise E2BError(502, f"The sandbox was not found: {sandbox_id}")
+            raise E2BError(502, f"The sandbox was not found: {sandbox_id}") from None
         if not hmac.compare_digest(headers.get("x-access-token", "").encode(), box.token.encode()):
             raise E2BError(401, f"wrong or missing X-Access-Token for sandbox {sandbox_id}")
         return box
+
+    def start_soon(self, func: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+        """Run a task of a sandbox's (a command's relay) beside the server's engine."""
+        self._server.start_soon(func, *args)
 
     @staticmethod
     def path(field: str, path: str, user: User) -> str:

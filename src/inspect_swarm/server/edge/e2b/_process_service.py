@@ -180,7 +180,7 @@ class ProcessService(Process):
         tag = request.tag if request.has_field("tag") else None
         command = Command(box, process, config, tag, stdin, self.commands(box))
         events = command.follow()
-        self._envd.sandboxes.start_soon(command.run)
+        self._envd.start_soon(command.run)
         ended = False
         try:
             start = pb.ProcessEvent.StartEvent(pid=command.pid)

@@ -1,9 +1,13 @@
-"""Mount the E2B surface: control-plane routes, envd routes and the Connect services."""
+"""Mount the E2B surface: control-plane routes, envd routes and the Connect services.
+
+The control plane's routes parse E2B's requests, ask the domain (`SwarmServer`) and answer in
+E2B's shape; a domain error raised in one is answered as E2B's `{"code", "message"}`
+(`_wire.E2BError.of`)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Annotated, Any
 from urllib.parse import parse_qsl, unquote
 
@@ -14,14 +18,13 @@ from e2b.envd.filesystem.filesystem_connect import FilesystemASGIApplication
 from e2b.envd.process.process_connect import ProcessASGIApplication
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
 
-from ...domain._long_lived import LongLivedSandbox
-from ...domain._swarms import Swarms
+from ...domain._server import SwarmServer
 from ...model._keys import Owner
 from ...model._rules import check_command_line, check_env, check_labels, parse_json, refusing, shown
-from ...model._types import TEMPLATES, SandboxSpec, Size, SwarmError
+from ...model._types import DEFAULT_TEMPLATE, SandboxSpec, Size, SwarmError
 from .._auth import PROVISION, READ, keys_of
-from .._errors import http_status
 from ._envd import Envd, bad_request
 from ._filesystem_service import FilesystemService, read_files, write_files
 from ._process_service import ProcessService
@@ -33,20 +36,36 @@ E2B_SIZE = Size(vcpus=2, memory_gb=1)
 """What one sandbox made through E2B books and may use (E2B's default template has 512 MiB)."""
 
 
-def mount(app: FastAPI, swarms: Swarms, max_file: int) -> None:
+def mount(app: FastAPI, server: SwarmServer, max_file: int) -> None:
     """Serve the E2B control plane and sandbox daemon from the server's app."""
-    envd = Envd(swarms.sandboxes, max_file)
+    envd = Envd(server, max_file)
 
     @app.exception_handler(E2BError)
     async def e2b_error(_: Request, ex: E2BError) -> JSONResponse:
         return JSONResponse(ex.body(), status_code=ex.status)
 
-    app.include_router(_control_plane(swarms))
+    app.include_router(_control_plane(server))
     app.include_router(_daemon(envd))
     codecs = [_Refusing(proto_binary_codec()), _Refusing(proto_json_codec())]
     app.mount("/process.Process", ProcessASGIApplication(ProcessService(envd), codecs=codecs))
     filesystem = FilesystemASGIApplication(FilesystemService(envd), codecs=codecs)
     app.mount("/filesystem.Filesystem", filesystem)
+
+
+class _E2BRoute(APIRoute):
+    """A route of the control plane: the domain's refusals are answered in E2B's shape, not
+    the Swarms API's."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def answer(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except SwarmError as ex:
+                raise E2BError.of(ex) from None
+
+        return answer
 
 
 class _Refusing(Codec[Any, Any]):
@@ -138,34 +157,19 @@ def _timeout(body: dict[str, Any]) -> int | None:
     return value
 
 
-def _check_timeout(timeout: int, most: int) -> int:
-    """A lifetime of 1 to `most` seconds, or E2B's 400."""
-    if not 1 <= timeout <= most:
-        raise E2BError(400, f"timeout must be 1 to {most} seconds, got {timeout}")
-    return timeout
-
-
 def _metadata_filter(text: str | None) -> dict[str, str]:
     # the SDK quotes each key and value, then url-encodes the pairs into one parameter
     return {unquote(k): unquote(v) for k, v in parse_qsl(text or "", keep_blank_values=True)}
 
 
-def _control_plane(swarms: Swarms) -> APIRouter:
-    router = APIRouter()
-    sandboxes = swarms.sandboxes
-    most = swarms.settings.max_timeout
-
-    def get(sandbox_id: str, owner: Owner) -> LongLivedSandbox:
-        box = sandboxes.live(sandbox_id, owner)
-        if box is None:
-            raise E2BError(404, f"sandbox {sandbox_id!r} not found")
-        return box
+def _control_plane(server: SwarmServer) -> APIRouter:
+    router = APIRouter(route_class=_E2BRoute)
 
     @router.post("/sandboxes")
     @router.post("/v2/sandboxes")
     async def create(request: Request, owner: Provisioner) -> JSONResponse:
         body = await _body(request)
-        template = body.get("templateID") or "base"
+        template = body.get("templateID") or DEFAULT_TEMPLATE
         if not isinstance(template, str):
             raise E2BError(400, f"templateID must be a string, got {shown(template)}")
         timeout = _timeout(body)
@@ -174,17 +178,9 @@ def _control_plane(swarms: Swarms) -> APIRouter:
             check_labels("metadata", metadata)
             check_env("envVars", env)
             check_command_line("envVars", [], env)
-        if template not in TEMPLATES:
-            raise E2BError(
-                404, f"template {template!r} not found; this server has {', '.join(TEMPLATES)}"
-            )
-        lifetime = _check_timeout(DEFAULT_TIMEOUT if timeout is None else timeout, most)
-        try:
-            spec = SandboxSpec(template, E2B_SIZE, lifetime, metadata, env)
-            box = await swarms.start_sandbox(owner, spec)
-        except SwarmError as ex:
-            raise E2BError(http_status(ex), ex.message) from None
-        return JSONResponse(created(box), status_code=201)
+        lifetime = DEFAULT_TIMEOUT if timeout is None else timeout
+        spec = SandboxSpec(template, E2B_SIZE, lifetime, metadata, env)
+        return JSONResponse(created(await server.start_sandbox(owner, spec)), status_code=201)
 
     @router.get("/sandboxes")
     @router.get("/v2/sandboxes")
@@ -192,11 +188,9 @@ def _control_plane(swarms: Swarms) -> APIRouter:
         params = request.query_params
         wanted = _metadata_filter(params.get("metadata"))
         states = {s for p in params.getlist("state") for s in p.split(",") if s}
-        found = [
-            listed(box)
-            for box in sandboxes.of(owner)
-            if wanted.items() <= box.metadata.items() and (not states or "running" in states)
-        ]
+        # every live sandbox here runs (none is paused)
+        boxes = server.sandboxes(owner, wanted) if not states or "running" in states else []
+        found = [listed(box) for box in boxes]
         # the token is the next page's offset; without a limit, the page is every sandbox
         start = _whole(params, "nextToken", 0) or 0
         limit = _whole(params, "limit", 1) or max(1, len(found))
@@ -207,30 +201,28 @@ def _control_plane(swarms: Swarms) -> APIRouter:
 
     @router.get("/sandboxes/{sandbox_id}")
     async def get_sandbox(sandbox_id: str, owner: Reader) -> dict[str, Any]:
-        return detailed(get(sandbox_id, owner))
+        return detailed(server.live_sandbox(sandbox_id, owner))
 
     @router.delete("/sandboxes/{sandbox_id}")
     async def kill(sandbox_id: str, owner: Provisioner) -> Response:
-        await sandboxes.kill(get(sandbox_id, owner))
+        await server.end_sandbox(sandbox_id, owner)
         return Response(status_code=204)
 
     @router.post("/sandboxes/{sandbox_id}/timeout")
     async def set_timeout(sandbox_id: str, request: Request, owner: Provisioner) -> Response:
-        box = get(sandbox_id, owner)
         timeout = _timeout(await _body(request))
         if timeout is None:
             raise E2BError(400, 'timeout is required: send {"timeout": seconds}')
-        sandboxes.set_timeout(box, _check_timeout(timeout, most))
+        server.set_sandbox_timeout(sandbox_id, owner, timeout)
         return Response(status_code=204)
 
     @router.post("/sandboxes/{sandbox_id}/connect")
     @router.post("/v2/sandboxes/{sandbox_id}/connect")
     async def connect(sandbox_id: str, request: Request, owner: Provisioner) -> dict[str, Any]:
-        box = get(sandbox_id, owner)
         timeout = _timeout(await _body(request))
-        if timeout is not None:
-            sandboxes.set_timeout(box, _check_timeout(timeout, most))
-        return created(box)
+        if timeout is None:
+            return created(server.live_sandbox(sandbox_id, owner))
+        return created(server.set_sandbox_timeout(sandbox_id, owner, timeout))
 
     return router
 

@@ -5,7 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from ...domain._long_lived import LongLivedSandbox
+from ...model._types import SwarmError, TemplateNotFound
 from ...records._wire import ENVD_VERSION, iso
+from .._errors import http_status
+
+_STATUS: dict[type[SwarmError], int] = {TemplateNotFound: 404}
+"""Where E2B's API answers a domain error otherwise than the Swarms API."""
 
 
 class E2BError(Exception):
@@ -15,6 +20,11 @@ class E2BError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+    @classmethod
+    def of(cls, error: SwarmError) -> E2BError:
+        """A domain error as E2B's control plane answers it."""
+        return cls(_STATUS.get(type(error)) or http_status(error), error.message)
 
     def body(self) -> dict[str, Any]:
         """The JSON body of the error."""
