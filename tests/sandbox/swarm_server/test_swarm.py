@@ -25,7 +25,7 @@ from inspect_swarm.scripted import scripted_model
 from ...e2b_servers import live_sandboxes
 from ...servers import Server
 
-EXAMPLES = Path(__file__).parents[2] / "examples"
+EXAMPLES = Path(__file__).parents[3] / "examples"
 MEMBERS = ("agent-1", "agent-2", "agent-3")
 
 
