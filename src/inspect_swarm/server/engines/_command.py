@@ -49,9 +49,10 @@ class Capacity:
     def too_small(self, size: Size, what: str) -> str:
         """Why a sandbox of `size` waits: `what` (this capacity) cannot hold it."""
         cpus = f"{self.cpus:g} CPU{'' if self.cpus == 1 else 's'}"
+        vcpus = f"{size.vcpus} vCPU{'' if size.vcpus == 1 else 's'}"
         return (
             f"{what} ({cpus}, {self.memory_bytes / GIB:.3g} GiB of memory) cannot hold a "
-            f"sandbox of {size.vcpus} vCPUs and {size.memory_gb} GiB"
+            f"sandbox of {vcpus} and {size.memory_gb} GiB"
         )
 
 

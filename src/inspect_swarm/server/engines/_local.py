@@ -10,6 +10,7 @@ from functools import partial
 
 import anyio.abc
 
+from .._defaults import machine_memory_bytes
 from ..model._types import Outcome, Size
 from ..sandboxes._isolation import SandboxHost
 from ._command import Capacity, Slot, limits, run_in_slot
@@ -58,5 +59,4 @@ class LocalRunner:
 
 def this_machine() -> Capacity:
     """The CPUs this process may run on, and the machine's memory."""
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return Capacity(len(os.sched_getaffinity(0)), memory)
+    return Capacity(len(os.sched_getaffinity(0)), machine_memory_bytes())

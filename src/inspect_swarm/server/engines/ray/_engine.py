@@ -98,6 +98,8 @@ class RayRunner:
         host.reap_leftovers()
         connect(address)
         self._nodes = node_capacities()
+        self._unfit: dict[Size, str | None] = {}
+        """What `unfit` answered for each size since the nodes were last looked at."""
         self._agents = Agents(_node_isolation(host, server_host))
         self._agents.start()
 
@@ -110,13 +112,13 @@ class RayRunner:
                 self._nodes = await anyio.to_thread.run_sync(node_capacities)
             except Exception as ex:  # the cluster did not answer: the last view holds
                 logger.warning("could not list the Ray cluster's nodes: %s", ex)
+            self._unfit.clear()
 
     def unfit(self, size: Size) -> str | None:
         """Why no node of the cluster can hold a sandbox of `size` now (None when one can)."""
-        if any(node.holds(size) for node in self._nodes):
-            return None
-        largest = max(self._nodes, key=lambda n: (n.cpus, n.memory_bytes), default=Capacity(0, 0))
-        return largest.too_small(size, "the largest node of the Ray cluster")
+        if size not in self._unfit:
+            self._unfit[size] = _unfit(self._nodes, size)
+        return self._unfit[size]
 
     def new_slot(self) -> RaySlot:
         """A slot that asks Ray for its room as it runs its first sandbox."""
@@ -203,6 +205,14 @@ def _release(slot: RaySlot) -> None:
     if slot.room is not None:
         slot.room.release()
         slot.room = None
+
+
+def _unfit(nodes: list[Capacity], size: Size) -> str | None:
+    """Why none of `nodes` can hold a sandbox of `size` (None when one can)."""
+    if any(node.holds(size) for node in nodes):
+        return None
+    largest = max(nodes, key=lambda n: (n.cpus, n.memory_bytes), default=Capacity(0, 0))
+    return largest.too_small(size, "the largest node of the Ray cluster")
 
 
 def node_capacities() -> list[Capacity]:
