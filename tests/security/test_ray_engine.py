@@ -25,8 +25,9 @@ from inspect_swarm.server.model._types import GIB, Settings
 from inspect_swarm.server.sandboxes._isolation import IsolationConfig
 
 from ..ray_cluster import RayCluster, agent_of
-from ..ray_engine.test_runner import ray_domain_on
-from ..server.conftest import (
+from ..server.engines.ray.test_runner import ray_domain_on
+from ..server.engines.test_scheduler import a_run_too_large_holds_up_nothing
+from ..servers import (
     OTHER_KEY,
     Server,
     needs_namespaces,
@@ -35,7 +36,6 @@ from ..server.conftest import (
     wait_for,
     wait_until,
 )
-from ..server.test_scheduler import a_run_too_large_holds_up_nothing
 
 pytestmark = [pytest.mark.ray, needs_namespaces]
 
