@@ -17,7 +17,11 @@ def default_state_dir() -> Path:
     return Path(base) / "inspect-swarm"
 
 
+def machine_memory_bytes() -> int:
+    """This machine's memory, in bytes."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
 def default_memory_gib() -> int:
     """Three quarters of this machine's memory, in GiB (at least 1)."""
-    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return max(1, int(0.75 * total / 1024**3))
+    return max(1, int(0.75 * machine_memory_bytes() / 1024**3))

@@ -24,7 +24,9 @@ from .domain._server import SwarmServer
 from .edge._app import create_app
 from .edge._auth import ALL_SCOPES
 from .edge._middleware import MIB, HttpLimits, http_protocol
-from .engines._local import LocalEngine
+from .engines._engine import Engine
+from .engines._local import LocalRunner
+from .engines._scheduler import Scheduler
 from .model._types import Settings
 from .records._runs import Runs
 from .records._store import Store
@@ -120,13 +122,15 @@ def assemble(
     default), taking up where the last server on the store left off."""
     keyring = Keyring(store, url)
     if options is not None and options.engine == "ray":
-        from .engines.ray._engine import RayEngine, ray_isolation
+        from .engines.ray._engine import RayRunner, ray_isolation
 
         runs = Runs(store, ray_isolation(host))
-        engine = RayEngine(runs, host, settings, keyring, options.ray_address, options.host)
-        return SwarmServer(store, runs, engine, keyring, settings)
-    runs = Runs(store, host.describe())
-    return SwarmServer(store, runs, LocalEngine(runs, host, settings, keyring), keyring, settings)
+        runner = RayRunner(host, options.ray_address, options.host)
+        engine: Engine = Scheduler(runs, settings, keyring, runner)
+    else:
+        runs = Runs(store, host.describe())
+        engine = Scheduler(runs, settings, keyring, LocalRunner(host))
+    return SwarmServer(store, runs, engine, keyring, settings)
 
 
 Announce = Callable[[str, str], str]
