@@ -80,6 +80,12 @@ class FakeHost:
     def member_span_id(self, name: str) -> str | None:
         return f"loop-{name}"
 
+    async def between_quanta(self, state: Any, decision: Any, *, conversational: bool) -> Any:
+        return decision  # no activation policy
+
+    def record_exposure(self, messages: Any) -> list[str]:
+        return []
+
     def end(self, name: str, status: str = "submitted") -> None:
         self.states[name] = "ended"
         self.statuses[name] = status
