@@ -462,6 +462,9 @@ class SwarmRun:
         return m.turns.next_input
 
     def member_ending(self, m: MemberRun, outside: BaseException | None) -> None:
+        schedule = self._schedules.get(m.name)
+        if schedule is not None:
+            schedule.ending()
         if self._outside is None and outside is not None:
             cause = _ended_by(outside)
             self._outside = cause if cause != "unknown" else None

@@ -9,7 +9,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 from inspect_ai.agent import Agent, AgentState, agent
-from inspect_ai.event import ModelEvent, ToolEvent
+from inspect_ai.event import ModelEvent, SpanBeginEvent, ToolEvent
 from inspect_ai.model import ChatMessage, ChatMessageUser, get_model
 from inspect_ai.util import time_limit
 
@@ -28,7 +28,7 @@ from inspect_swarm import (
 )
 from inspect_swarm._runtime._schedule import message_hash
 
-from .helpers import infos, metrics_member, result, run, statuses, stop_reason
+from .helpers import info_events, infos, metrics_member, result, run, statuses, stop_reason
 
 
 def append(text: str) -> dict[str, Any]:
@@ -129,6 +129,9 @@ def test_a_conversational_member_takes_several_activations_with_no_prompt_added(
         (2, "reply", "waiting"),
         (3, "reply", "waiting"),
     ]
+    # each activation's start and end is an event in the member's span
+    [span] = [e for e in sample.events if isinstance(e, SpanBeginEvent) and e.name == "talker"]
+    assert {e.span_id for e in info_events(sample, "schedule")} == {span.id}
     assert statuses(sample) == {"talker": "stopped"}
     assert stop_reason(sample) == "policy:talked"
     assert sample.output.completion == "Bye."
@@ -342,3 +345,5 @@ def test_coverage_fails_for_a_member_whose_model_input_cannot_be_checked(
     assert metrics_member(sample, "seen")["exposure"] == "complete"
     # an agent with no swarm_on_continue() runs to its end in its one activation
     assert statuses(sample)["blind"] == "submitted"
+    [end] = [e for e in events_of(sample, "activation_end") if e["member"] == "blind"]
+    assert (end["boundary"], end["status"], end["steps"]) == ("end", "submitted", 1)

@@ -1,6 +1,6 @@
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeVar, overload
 
 from inspect_ai.model import ChatMessage
@@ -75,9 +75,15 @@ class Activation:
     tool_calls: tuple[str, ...]
     """The names of the tools it called, in order."""
 
-    messages: list[ChatMessage]
-    """A copy of its conversation at the end of the activation, which the member never sees
-    changed: edit the member with `ScheduledMember.edit()`."""
+    conversation: tuple[ChatMessage, ...] = field(repr=False, compare=False)
+    """The member's messages at the end of the activation, as the member holds them: read
+    them through `messages`."""
+
+    @property
+    def messages(self) -> list[ChatMessage]:
+        """A copy of the member's conversation at the end of the activation, made when asked
+        for: changing it changes nothing of the member's (that is `ScheduledMember.edit()`)."""
+        return [m.model_copy(deep=True) for m in self.conversation]
 
 
 class ScheduledMember(MemberHandle, Protocol):

@@ -56,7 +56,8 @@ class MemberSchedule:
         self._grant = anyio.Event()
         self._done: anyio.Event | None = None
         self._pending: list[_Intervention] = []
-        self._snapshot: list[ChatMessage] = []
+        # the conversation at the last boundary: the member adds to it only when it runs
+        self._snapshot: tuple[ChatMessage, ...] = ()
         self._start_steps = 0
         self._start_length = 0
         self._last: Activation | None = None
@@ -120,7 +121,7 @@ class MemberSchedule:
 
     async def first(self, messages: list[ChatMessage]) -> None:
         """Wait, before the agent starts, for the first activation."""
-        self._snapshot = _copy(messages)
+        self._snapshot = tuple(messages)
         await self._wait(messages)
 
     async def park(self, messages: list[ChatMessage], kind: Literal["step", "reply"]) -> None:
@@ -128,11 +129,17 @@ class MemberSchedule:
         self._end("waiting", messages, kind)
         await self._wait(messages)
 
-    def ended(self) -> None:
-        """The member has ended: an activation it was in ends with its status."""
+    def ending(self) -> None:
+        """The member is ending, in its span: an activation it was in ends with its status."""
         if self._done is not None:
             m = self._m
-            self._end(m.status or "cancelled", m.messages, "end")
+            self._end(m.status or "cancelled", m.messages, "end", release=False)
+
+    def ended(self) -> None:
+        """The member has ended: the policy's `activate()` returns."""
+        done, self._done = self._done, None
+        if done is not None:
+            done.set()
 
     async def _wait(self, messages: list[ChatMessage]) -> None:
         self.parked = True
@@ -151,8 +158,9 @@ class MemberSchedule:
         self._pending.clear()
         self._start_length = len(messages)
 
-    def _end(self, status: str, messages: list[ChatMessage], boundary: str) -> None:
-        done, self._done = self._done, None
+    def _end(
+        self, status: str, messages: list[ChatMessage], boundary: str, *, release: bool = True
+    ) -> None:
         m = self._m
         calls = tuple(
             call.function
@@ -161,15 +169,15 @@ class MemberSchedule:
             for call in message.tool_calls or ()
         )
         steps = m.steps - self._start_steps
-        self._snapshot = _copy(messages)
+        self._snapshot = tuple(messages)
         self._last = Activation(
-            m.name, self.number, self.quantum, status, steps, calls, self.snapshot()
+            m.name, self.number, self.quantum, status, steps, calls, self._snapshot
         )
         self._event(
             "activation_end", status=status, boundary=boundary, steps=steps, tool_calls=list(calls)
         )
-        if done is not None:
-            done.set()
+        if release:
+            self.ended()
 
     def _commit(self, intervention: _Intervention, messages: list[ChatMessage]) -> None:
         before = {m.id: message_hash(m) for m in messages}
