@@ -84,7 +84,8 @@ class FakeHost:
         return decision  # no activation policy
 
     def record_exposure(self, messages: Any) -> list[str]:
-        return []
+        member = _member.get()
+        return [] if member is None else self.bus_.record_exposure(member, messages)
 
     def end(self, name: str, status: str = "submitted") -> None:
         self.states[name] = "ended"
