@@ -14,6 +14,7 @@ from inspect_ai.model import ChatMessage, ChatMessageUser, get_model
 from inspect_ai.util import time_limit
 
 from inspect_swarm import (
+    Budget,
     Controller,
     StopReason,
     SwarmControl,
@@ -347,3 +348,24 @@ def test_coverage_fails_for_a_member_whose_model_input_cannot_be_checked(
     assert statuses(sample)["blind"] == "submitted"
     [end] = [e for e in events_of(sample, "activation_end") if e["member"] == "blind"]
     assert (end["boundary"], end["status"], end["steps"]) == ("end", "submitted", 1)
+
+
+def test_a_swarm_cap_stops_a_policy_and_ends_the_waiting_members(
+    backend: str, tmp_path: Path
+) -> None:
+    # each call is 110 tokens: the fourth call, a's second step, passes the cap of 400
+    sample = run(
+        swarm(
+            [member(swarm_react, name=n) for n in ("a", "b", "c")],
+            controller=round_robin(max_rounds=5),
+            channels=[shared_memory()],
+            budget=Budget(tokens=400),
+        ),
+        {n: [append(f"{n}{i}") for i in range(1, 6)] for n in ("a", "b", "c")},
+        tmp_path,
+    )
+    assert stop_reason(sample) == "swarm_cap"
+    assert statuses(sample) == {"a": "swarm_cap", "b": "stopped", "c": "stopped"}
+    assert [metrics_member(sample, n)["steps"] for n in ("a", "b", "c")] == [2, 1, 1]
+    ledger = sample.store["inspect_swarm:ledger"]
+    assert ledger["swarm"]["usage"]["total_tokens"] == 440 and ledger["overshoot"]["tokens"] == 40
