@@ -9,7 +9,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 from inspect_ai.agent import Agent, AgentState, agent
-from inspect_ai.event import ModelEvent, SpanBeginEvent, ToolEvent
+from inspect_ai.event import InfoEvent, ModelEvent, SpanBeginEvent, ToolEvent
 from inspect_ai.model import ChatMessage, ChatMessageUser, get_model
 from inspect_ai.util import time_limit
 
@@ -51,6 +51,13 @@ def test_round_robin_runs_one_step_of_each_member_per_round(backend: str, tmp_pa
     sent = [e["payload"] for e in infos(sample, "comm") if e["kind"] == "sent"]
     assert sent == ["a1", "b1", "c1", "a2", "b2", "c2"]
     assert stop_reason(sample) == "policy:max_rounds"
+    [summary] = [
+        e.data
+        for e in sample.events
+        if isinstance(e, InfoEvent) and e.source == "inspect_swarm:summary"
+    ]
+    text = sample.attachments[str(summary).removeprefix("attachment://")]
+    assert "its activation policy stopped it: max_rounds" in text
     assert statuses(sample) == {"a": "stopped", "b": "stopped", "c": "stopped"}
 
 

@@ -149,7 +149,8 @@ class MemberSchedule:
             self.parked = False
         self._grant = anyio.Event()
         if self.stopped:
-            raise MemberStop(self._m.name, "stopped", self._m.stop_token)
+            m = self._m
+            raise MemberStop(m.name, m.stop_cause or "stopped", m.stop_token)
         self.number += 1
         self._start_steps = self._m.steps
         self._event("activation_start", quantum=self.quantum)
