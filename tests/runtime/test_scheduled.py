@@ -59,6 +59,14 @@ def test_round_robin_runs_one_step_of_each_member_per_round(backend: str, tmp_pa
     text = sample.attachments[str(summary).removeprefix("attachment://")]
     assert "its activation policy stopped it: max_rounds" in text
     assert statuses(sample) == {"a": "stopped", "b": "stopped", "c": "stopped"}
+    # a's second step was given the notice of b's and c's writes, and its model saw it
+    [notice] = [e for e in infos(sample, "comm") if e["kind"] == "notified" and e["member"] == "a"]
+    [seen] = [e for e in exposed(sample) if e.get("notice") and e["member"] == "a"]
+    assert (seen["notice"], seen["record"], seen["loop"]) == (
+        notice["notice"],
+        None,
+        notice["loop"],
+    )
 
 
 def read_board(path: str = "/shared_memory/x") -> dict[str, Any]:
@@ -154,6 +162,14 @@ def test_a_conversational_member_takes_several_activations_with_no_prompt_added(
 def test_a_conversational_member_needs_a_policy() -> None:
     with pytest.raises(ValueError, match=r"conversational, which only an activation policy"):
         swarm(member(swarm_react, conversational=True), channels=[])
+
+
+def test_a_members_own_input_is_text_or_messages() -> None:
+    assert member(swarm_react, input=[ChatMessageUser(content="Brief.")]).input is not None
+    with pytest.raises(ValueError, match=r"member\(input=...\): '' is not an input"):
+        member(swarm_react, input="")
+    with pytest.raises(ValueError, match=r"member\(input=...\): \['Brief.'\] is not an input"):
+        member(swarm_react, input=["Brief."])  # type: ignore[list-item]
 
 
 def send(to: str, text: str) -> dict[str, Any]:
