@@ -392,3 +392,40 @@ def test_a_swarm_cap_stops_a_policy_and_ends_the_waiting_members(
     assert [metrics_member(sample, n)["steps"] for n in ("a", "b", "c")] == [2, 1, 1]
     ledger = sample.store["inspect_swarm:ledger"]
     assert ledger["swarm"]["usage"]["total_tokens"] == 440 and ledger["overshoot"]["tokens"] == 40
+
+
+@swarm_controller
+def to_completion() -> Controller:
+    """One `completion` activation of each member, in roster order."""
+
+    async def run(swarm: SwarmControl) -> StopReason:
+        seen["activations"] = [
+            await swarm.scheduled(m).activate("completion") for m in swarm.members
+        ]
+        return "completed"
+
+    return Controller(run, policy=True)
+
+
+def test_a_completion_runs_the_member_to_its_end(backend: str, tmp_path: Path) -> None:
+    sample = run(
+        swarm(
+            [member(swarm_react, name="a"), member(swarm_react, name="b")],
+            controller=to_completion(),
+            channels=[shared_memory()],
+        ),
+        {"a": [append("a1"), append("a2"), {"submit": "42"}], "b": [{"submit": "41"}]},
+        tmp_path,
+    )
+    first, second = seen["activations"]
+    assert (first.member, first.number, first.quantum) == ("a", 1, "completion")
+    assert (first.status, first.steps) == ("submitted", 3)
+    assert first.tool_calls[:2] == ("shared_memory", "shared_memory")
+    assert (second.member, second.status, second.steps) == ("b", "submitted", 1)
+    sent = [e["payload"] for e in infos(sample, "comm") if e["kind"] == "sent"]
+    assert sent == ["a1", "a2"]
+    # the first submission is the answer, as without a policy
+    assert stop_reason(sample) == "policy:completed" and sample.output.completion == "42"
+    # a copy: changing it changes nothing of the record
+    first.messages.clear()
+    assert first.messages
