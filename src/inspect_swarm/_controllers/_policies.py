@@ -1,6 +1,8 @@
 """The built-in activation policies: `round_robin()`, one member's model step at a time in
 roster order, and `superstep()`, every member's step at once with a barrier."""
 
+from collections.abc import Awaitable, Callable
+
 import anyio
 
 from .._contracts._control import ScheduledMember, SwarmControl
@@ -27,6 +29,21 @@ async def _step(member: ScheduledMember) -> None:
         await member.activate("model_step")
 
 
+async def _repeat(
+    swarm: SwarmControl,
+    times: int,
+    step: Callable[[list[ScheduledMember]], Awaitable[None]],
+    done: StopReason,
+) -> StopReason:
+    """Run `step` on the waiting members `times` times, or until none is left."""
+    for _ in range(times):
+        live = _live(swarm)
+        if not live:
+            return "all_done"
+        await step(live)
+    return done if _live(swarm) else "all_done"
+
+
 @swarm_controller
 def round_robin(max_rounds: int = 10) -> Controller:
     """Activate the members one at a time, in roster order: one model step each per round.
@@ -46,14 +63,12 @@ def round_robin(max_rounds: int = 10) -> Controller:
     """
     rounds = _count("round_robin", "max_rounds", max_rounds)
 
+    async def in_turn(live: list[ScheduledMember]) -> None:
+        for member in live:
+            await _step(member)
+
     async def run(swarm: SwarmControl) -> StopReason:
-        for _ in range(rounds):
-            live = _live(swarm)
-            if not live:
-                return "all_done"
-            for member in live:
-                await _step(member)
-        return "max_rounds" if _live(swarm) else "all_done"
+        return await _repeat(swarm, rounds, in_turn, "max_rounds")
 
     how = (
         "The members take turns in a fixed order: one step each per round, where a step is "
@@ -81,15 +96,13 @@ def superstep(max_steps: int = 10) -> Controller:
     steps = _count("superstep", "max_steps", max_steps)
 
     async def run(swarm: SwarmControl) -> StopReason:
-        for _ in range(steps):
-            live = _live(swarm)
-            if not live:
-                return "all_done"
+        async def at_once(live: list[ScheduledMember]) -> None:
             with swarm.read_cutoff():
                 async with anyio.create_task_group() as tg:
                     for member in live:
                         tg.start_soon(_step, member)
-        return "max_steps" if _live(swarm) else "all_done"
+
+        return await _repeat(swarm, steps, at_once, "max_steps")
 
     how = (
         "The members act in steps, all at once: one reply and its tool calls each per step. "
