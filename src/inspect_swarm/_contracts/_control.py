@@ -302,8 +302,9 @@ class SwarmControl(Protocol):
 
         Raises:
             KeyError: No member has this name.
-            RuntimeError: The member has started before (a member runs once), or the swarm has
-                begun to stop.
+            RuntimeError: The member has started before (a member runs once), the swarm has
+                begun to stop, or the controller is an activation policy (whose members all
+                start with the swarm).
         """
         ...
 
