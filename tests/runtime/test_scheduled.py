@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
-from inspect_ai.agent import Agent, AgentState, agent
+from inspect_ai.agent import Agent, AgentState, agent, react
 from inspect_ai.event import InfoEvent, ModelEvent, SpanBeginEvent, ToolEvent
 from inspect_ai.model import ChatMessage, ChatMessageUser, get_model
 from inspect_ai.util import time_limit
@@ -25,7 +25,9 @@ from inspect_swarm import (
     superstep,
     swarm,
     swarm_controller,
+    swarm_on_continue,
     swarm_react,
+    swarm_tools,
 )
 from inspect_swarm._runtime._schedule import message_hash
 
@@ -122,12 +124,24 @@ def talk_then_choose(rounds: int = 3, chosen: str = "talker") -> Controller:
     return Controller(run, policy=True)
 
 
+@agent
+def chatty() -> Agent:
+    """A member made conversational by its own hook."""
+    return react(tools=[swarm_tools()], on_continue=swarm_on_continue(conversational=True))
+
+
+@pytest.mark.parametrize("how", ["member", "hook"])
 def test_a_conversational_member_takes_several_activations_with_no_prompt_added(
-    backend: str, tmp_path: Path
+    how: str, backend: str, tmp_path: Path
 ) -> None:
+    talker = (
+        member(swarm_react, name="talker", conversational=True, input="Say hello.")
+        if how == "member"
+        else member(chatty, name="talker", input="Say hello.")
+    )
     sample = run(
         swarm(
-            [member(swarm_react, name="talker", conversational=True, input="Say hello.")],
+            [talker],
             controller=talk_then_choose(),
             channels=[],
         ),
