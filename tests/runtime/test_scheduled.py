@@ -443,3 +443,23 @@ def test_a_completion_runs_the_member_to_its_end(backend: str, tmp_path: Path) -
     # a copy: changing it changes nothing of the record
     first.messages.clear()
     assert first.messages
+
+
+def test_a_wait_in_an_activation_ends_as_the_others_wait_for_theirs(
+    backend: str, tmp_path: Path
+) -> None:
+    wait = {"tool": "swarm_wait", "arguments": {"timeout": 30}}
+    sample = run(
+        swarm(
+            [member(swarm_react, name="a"), member(swarm_react, name="b")],
+            controller=round_robin(max_rounds=2),
+            channels=[messages()],
+        ),
+        {"a": [wait, wait], "b": [send("a", "hello"), "Sent."]},
+        tmp_path,
+    )
+    waited = [e for e in infos(sample, "comm") if e["kind"] == "waited"]
+    # nothing can change while a waits, since b waits for its activation: a's first wait
+    # ends at once; the message b sent in between is news for its second
+    assert [e["outcome"] for e in waited] == ["all_waiting", "news"]
+    assert waited[0]["seconds"] < 10
