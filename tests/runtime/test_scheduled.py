@@ -29,6 +29,7 @@ from inspect_swarm import (
     swarm_react,
     swarm_tools,
 )
+from inspect_swarm._contracts._member import member_from_value
 from inspect_swarm._runtime._schedule import message_hash
 
 from .helpers import info_events, infos, metrics_member, result, run, statuses, stop_reason
@@ -179,7 +180,10 @@ def test_a_conversational_member_needs_a_policy() -> None:
 
 
 def test_a_members_own_input_is_text_or_messages() -> None:
-    assert member(swarm_react, input=[ChatMessageUser(content="Brief.")]).input is not None
+    briefed = member(swarm_react, input=[ChatMessageUser(content="Brief.")])
+    # the logged form builds the member again
+    [again] = member_from_value(briefed.model_dump()).input or []
+    assert isinstance(again, ChatMessageUser) and again.text == "Brief."
     with pytest.raises(ValueError, match=r"member\(input=...\): '' is not an input"):
         member(swarm_react, input="")
     with pytest.raises(ValueError, match=r"member\(input=...\): \['Brief.'\] is not an input"):

@@ -22,7 +22,7 @@ from inspect_ai.util import (
     token_limit,
     turn_limit,
 )
-from pydantic import BaseModel, ConfigDict, Field, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_serializer
 
 from ._factory import PACKAGE
 from ._roster import Delivery, MemberInfo
@@ -31,6 +31,7 @@ AgentFactory = Callable[..., Agent]
 """A registered `@agent` factory."""
 
 RESERVED_NAMES = ("init", "solvers", "scorers")
+_MESSAGE: TypeAdapter[ChatMessage] = TypeAdapter(ChatMessage)
 BRIDGED_NAMESPACE = "inspect_swe/"
 
 
@@ -501,6 +502,12 @@ def _member_from_dict(value: Mapping[str, Any]) -> Member:
         limit_from_dict(item) if isinstance(item, Mapping) else item
         for item in fields.pop("limits", None) or []
     ]
+    own_input = fields.get("input")
+    if isinstance(own_input, list):
+        # the logged form of a list of messages
+        fields["input"] = [
+            _MESSAGE.validate_python(m) if isinstance(m, Mapping) else m for m in own_input
+        ]
     unknown = sorted(set(fields) - set(inspect.signature(member).parameters))
     if unknown:
         raise ValueError(
