@@ -62,6 +62,27 @@ async def test_reads_during_a_cutoff_show_what_was_delivered_before_it() -> None
     assert "a note" in await use(h, "notes", "b", command="read")
 
 
+async def test_board_reads_during_a_cutoff_show_the_files_as_they_were() -> None:
+    h = host(shared_memory())
+    create = {"command": "create", "path": "/shared_memory/x", "file_text": "v1"}
+    await use(h, "shared_memory", "a", **create)
+    await use(h, "shared_memory", "b", command="view", path="f-1")
+    with h.bus_.cutoff():
+        await use(
+            h, "shared_memory", "a", command="append", path="/shared_memory/x", append_text="v2"
+        )
+        await use(
+            h, "shared_memory", "a", command="append", path="/shared_memory/y", append_text="new"
+        )
+        during = await use(h, "shared_memory", "b", command="view", path="f-1")
+        assert "v1" in during and "v2" not in during and 'version="1"' in during
+        listing = await use(h, "shared_memory", "b", command="view", path="/shared_memory")
+        assert "f-1\t/shared_memory/x\tversion 1" in listing and "/shared_memory/y" not in listing
+        assert "not shown yet" in await use(h, "shared_memory", "b", command="view", path="f-2")
+    after = await use(h, "shared_memory", "b", command="view", path="f-1")
+    assert "v2" in after and 'version="2"' in after
+
+
 async def test_what_a_member_read_is_exposed_when_an_input_holds_it() -> None:
     h = host(messages())
     await use(h, "messages", "a", command="send", to="b", text="the code is 7141")

@@ -407,6 +407,8 @@ class Board:
             under = list(self._dirs[path].values())
         else:
             raise ToolError(f"{path} does not exist: no file or directory has that path.")
+        # during a read cutoff, the files as they were when it began
+        under = [then for f in under if (then := self._at_cutoff(f)) is not None]
         under.sort(key=_path_of)
         self._bus.read(
             CHANNEL,
