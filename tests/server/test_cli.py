@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from inspect_swarm.cli._main import parse_duration, read_inputs
+from inspect_swarm.cli._options import parse_duration, read_inputs
 from inspect_swarm.client import SwarmsClient
 
 from .conftest import KEY, SCRIPT, Server, cli, run_script, start_server
