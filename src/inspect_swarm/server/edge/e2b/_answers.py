@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ...model._types import DEFAULT_TEMPLATE
+
 
 class E2BErrorBody(BaseModel):
     """What the control plane answers when it refuses a request or fails."""
@@ -24,7 +26,7 @@ class E2BCreateBody(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    templateID: str = "base"
+    templateID: str = DEFAULT_TEMPLATE
     timeout: int | None = Field(default=None, description="Its lifetime, in seconds.")
     metadata: dict[str, str] = {}
     envVars: dict[str, str] = {}
