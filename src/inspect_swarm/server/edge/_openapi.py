@@ -1,5 +1,5 @@
 """The OpenAPI 3.1 document at `/openapi.json`: every route of the Swarms API, `/v1` and the E2B
-control plane, made from the routes' declarations (`declared()`), the request models
+control plane, made from the routes' declarations (`Declared`), the request models
 (`_schema`, from the fields' one definition; E2B's in `e2b._answers`) and the answers' shapes
 (`_answers`, `e2b._answers`).
 
@@ -9,7 +9,7 @@ The document is the same on every server: it holds no key, address or path of th
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, FastAPI
 from fastapi.openapi.utils import get_openapi
@@ -92,8 +92,21 @@ def _request_body(model: type[BaseModel], required: bool = True) -> dict[str, An
 _Endpoint = TypeVar("_Endpoint", bound=Callable[..., Any])
 
 
-class Declare(Protocol):
-    """Adds a route, declared for the document (see `declared`)."""
+class Declared:
+    """Adds routes to `router` under the `tag`, taking keys as `security` says, each declared
+    for the document. A route answers itself (no response model); its status code is its first
+    success's.
+
+    Args:
+        router: Where the routes go.
+        tag: The document's group of them.
+        security: Their `openapi_extra` saying how they take a key (`KEYED`, `E2B_KEYED`).
+    """
+
+    def __init__(self, router: APIRouter, tag: str, security: dict[str, Any]) -> None:
+        self._router = router
+        self._tag = tag
+        self._security = security
 
     def __call__(
         self,
@@ -104,53 +117,30 @@ class Declare(Protocol):
         summary: str,
         body: type[BaseModel] | None = None,
         body_required: bool = True,
-        error: type[BaseModel] = ...,
-        extra: dict[str, Any] | None = None,
-    ) -> Callable[[_Endpoint], _Endpoint]: ...
-
-
-def declared(router: APIRouter, tag: str, security: dict[str, Any]) -> Declare:
-    """A decorator that adds routes to `router` under the `tag`, taking keys as `security`
-    says, each declared for the document: `route(method, *paths, ok=..., errors=...,
-    summary=..., body=None, body_required=True, error=ErrorBody, extra=None)` (each success
-    and error as `_responses()` takes them, `body` the model of its JSON body, `extra` more of
-    its `openapi_extra`). A route answers itself (no response model); its status code is its
-    first success's."""
-
-    def route(
-        method: str,
-        *paths: str,
-        ok: dict[int, Any],
-        errors: Iterable[int],
-        summary: str,
-        body: type[BaseModel] | None = None,
-        body_required: bool = True,
         error: type[BaseModel] = ErrorBody,
         extra: dict[str, Any] | None = None,
     ) -> Callable[[_Endpoint], _Endpoint]:
-        openapi_extra = {**security, **(extra or {})}
+        """A decorator that adds the endpoint at each of `paths`: its successes and errors as
+        `_responses()` takes them, `body` the model of its JSON body, `extra` more of its
+        `openapi_extra`."""
+        openapi_extra = {**self._security, **(extra or {})}
         if body is not None:
             openapi_extra.update(_request_body(body, body_required))
-        answers = _responses(ok, errors, error)
+        declared = {
+            "response_model": None,
+            "status_code": next(iter(ok)),
+            "tags": [self._tag],
+            "summary": summary,
+            "responses": _responses(ok, errors, error),
+            "openapi_extra": openapi_extra,
+        }
 
         def register(endpoint: _Endpoint) -> _Endpoint:
             for path in paths:
-                router.add_api_route(
-                    path,
-                    endpoint,
-                    methods=[method],
-                    response_model=None,
-                    status_code=next(iter(ok)),
-                    tags=[tag],
-                    summary=summary,
-                    responses=answers,
-                    openapi_extra=openapi_extra,
-                )
+                self._router.add_api_route(path, endpoint, methods=[method], **declared)
             return endpoint
 
         return register
-
-    return route
 
 
 def openapi_document(app: FastAPI, version: str) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from ._answers import (
     ServersObject,
 )
 from ._auth import Provisioner, Reader
-from ._openapi import KEYED, declared
+from ._openapi import KEYED, Declared
 from ._schema import SandboxBody, StartBody, json_body, sandbox_request, start_request
 
 
@@ -44,10 +44,10 @@ def routes(server: SwarmServer) -> APIRouter:
     """The Swarms API's routes over `server` (bound here rather than as a dependency: solving
     one costs more than the rest of a poll's route)."""
     router = APIRouter()
-    health_route = declared(router, "health", {})
-    runs_route = declared(router, "runs", KEYED)
-    lease_route = declared(router, "lease", KEYED)
-    sandboxes_route = declared(router, "sandboxes", KEYED)
+    health_route = Declared(router, "health", {})
+    runs_route = Declared(router, "runs", KEYED)
+    lease_route = Declared(router, "lease", KEYED)
+    sandboxes_route = Declared(router, "sandboxes", KEYED)
 
     @health_route(
         "GET",

@@ -25,7 +25,7 @@ from ...model._keys import Owner
 from ...model._rules import check_command_line, check_env, check_labels, parse_json, refusing, shown
 from ...model._types import DEFAULT_TEMPLATE, SandboxSpec, Size, SwarmError
 from .._auth import PROVISION, READ, keys_of
-from .._openapi import E2B_KEYED, declared
+from .._openapi import E2B_KEYED, Declared
 from ._answers import (
     E2BCreateBody,
     E2BCreated,
@@ -187,7 +187,7 @@ _LIST_PARAMETERS = [
 def _control_plane(server: SwarmServer) -> APIRouter:
     router = APIRouter(route_class=_E2BRoute)
 
-    route = declared(router, "e2b", E2B_KEYED)
+    route = Declared(router, "e2b", E2B_KEYED)
     error = E2BErrorBody
 
     @route(
