@@ -139,7 +139,7 @@ def add_field_options(parser: argparse.ArgumentParser, fields: Mapping[str, ApiF
             if field.group not in groups:
                 groups[field.group] = parser.add_mutually_exclusive_group(required=field.required)
             target = groups[field.group]
-        text = field.help
+        text = field.help[0].lower() + field.help[1:].removesuffix(".")  # as the CLI's own
         if field.default is not None:
             text += f" (the server's default: {_default(field)})"
         pairs = field.kind in _PAIRS
