@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 
 import anyio
 
+from ..._swarms_api import START_FIELDS
 from ..model._types import (
     GIB,
     RESULT_BYTES,
@@ -27,6 +28,8 @@ from ..sandboxes._cgroups import Limits
 from ..sandboxes._child_process import ChildProcess
 from ..sandboxes._isolation import Sandbox, SandboxError
 
+_RESULT_PATH = START_FIELDS["result_path"].wire
+"""The field an error about the result file names."""
 _DRAIN_SECONDS = 0.5
 
 
@@ -237,9 +240,9 @@ def _read_result(sandbox: Sandbox, path: str | None, ended: Outcome) -> Outcome:
     try:
         data = sandbox.read_file(path, RESULT_BYTES)
     except FileNotFoundError:
-        return replace(succeeded, error=f"resultPath {path} was not written")
+        return replace(succeeded, error=f"{_RESULT_PATH} {path} was not written")
     except OSError as ex:
-        return replace(succeeded, error=f"resultPath {path}: {ex}")
+        return replace(succeeded, error=f"{_RESULT_PATH} {path}: {ex}")
     if len(data) > RESULT_BYTES:
         return replace(ended, error=f"result at {path} is over the 64 KB limit")
     try:
