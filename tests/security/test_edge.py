@@ -521,6 +521,40 @@ def test_e2b_requests_the_domain_refuses_are_answered_in_e2bs_shape(
     assert server.health()["status"] == "ok"
 
 
+def test_e2b_paths_this_server_lacks_are_e2bs_501_whatever_the_method_or_account(
+    server: Server, e2b_box: dict[str, str]
+) -> None:
+    # a feature the server does not offer: E2B's body naming the call (the SDK shows it), not
+    # the web framework's 404 or 405 (the SDK would take it for a missing sandbox, or fail
+    # to read it), and never a way around the account check of what it does offer
+    live = e2b_box["E2b-Sandbox-Id"]
+    lacking = [
+        ("POST", f"/sandboxes/{live}/fork"),
+        ("GET", f"/sandboxes/{live}/logs"),
+        ("PUT", f"/sandboxes/{live}/network"),
+        ("GET", "/volumes"),
+        ("DELETE", "/templates/base"),
+        ("POST", "/v3/templates"),
+        ("PATCH", "/sandboxes"),
+    ]
+    with server.http() as http:
+        for method, path in lacking:
+            for key in (KEY, OTHER_KEY):
+                answer = http.request(method, path, json={}, headers={"X-API-KEY": key})
+                assert answer.status_code == 501, (method, path, answer.text)
+                assert answer.json() == {
+                    "code": 501,
+                    "message": f"{method} {path}: this swarm server does not offer it "
+                    "(its E2B page lists what it offers)",
+                }
+        # what it offers still checks the account; the Swarms API keeps its own shape
+        assert (
+            http.delete(f"/sandboxes/{live}", headers={"X-API-KEY": OTHER_KEY}).status_code == 404
+        )
+        assert http.get(f"/sandboxes/{live}", headers={"X-API-KEY": KEY}).status_code == 200
+        assert http.put("/api/swarms").json()["code"] == "method_not_allowed"
+
+
 def test_e2b_paths_and_commands_no_system_call_takes_are_a_400_on_a_live_connection(
     server: Server, e2b_box: dict[str, str]
 ) -> None:

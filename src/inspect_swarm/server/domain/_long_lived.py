@@ -7,7 +7,9 @@ they are used through the E2B sandbox daemon.
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -18,6 +20,7 @@ from ..engines._engine import Engine, LiveSandbox
 from ..model._keys import Owner
 from ..model._types import (
     BootFailed,
+    HostExhausted,
     Lease,
     LeaseEnded,
     LongLivedRecord,
@@ -100,7 +103,7 @@ class LongLivedSandboxes:
         except BaseException as ex:
             engine.unbook(size)  # whatever ended the boot: the memory is not the sandbox's
             if isinstance(ex, SandboxError | OSError):
-                raise BootFailed(f"sandbox boot failed: {ex}") from None
+                raise boot_error(ex) from None
             raise
         current = self._leases.current()
         if current is None or current.id != lease.id:
@@ -199,3 +202,24 @@ class LongLivedSandboxes:
 
 def _reaches(owner: Owner, box: LongLivedSandbox) -> bool:
     return owner.owns(box.owner.account, box.owner.lineage)
+
+
+_SHORTAGES = {
+    errno.ENOMEM: "memory",
+    errno.ENOSPC: "disk space",
+    errno.EDQUOT: "disk space",
+    errno.EMFILE: "open files",
+    errno.ENFILE: "open files",
+    errno.EAGAIN: "processes",
+}
+"""The errors that say this machine lacks a resource, and which."""
+
+
+def boot_error(ex: SandboxError | OSError) -> BootFailed | HostExhausted:
+    """Why a boot failed: HostExhausted naming the resource this machine lacked (the errno of
+    an OSError, or its words in a sandbox's PID 1's report), else BootFailed."""
+    text = str(ex)
+    for number, resource in _SHORTAGES.items():
+        if (isinstance(ex, OSError) and ex.errno == number) or os.strerror(number) in text:
+            return HostExhausted(resource, text)
+    return BootFailed(f"sandbox boot failed: {text}")

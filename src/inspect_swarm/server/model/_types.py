@@ -481,6 +481,19 @@ class BootFailed(SwarmError):
     code = "boot_failed"
 
 
+class HostExhausted(SwarmError):
+    """A sandbox could not be made for lack of a resource of this machine (memory, disk
+    space, descriptors, processes): the request was fine, a later one may succeed."""
+
+    code = "host_exhausted"
+
+    def __init__(self, resource: str, cause: str) -> None:
+        super().__init__(
+            f"sandbox boot failed: this machine is short of {resource} ({cause}); "
+            "try again once sandboxes have ended"
+        )
+
+
 class LeaseEnded(SwarmError):
     """The lease ended while a sandbox was made on it."""
 

@@ -86,9 +86,10 @@ def _os_error(ex: OSError, path: str) -> E2BError:
 _ERRNO_STATUS = {
     errno.ENOSPC: 507,
     errno.EDQUOT: 507,
-    errno.EMFILE: 500,
-    errno.ENFILE: 500,
-    errno.ENOMEM: 500,
+    # the machine is short of something for now: the message names what
+    errno.EMFILE: 503,
+    errno.ENFILE: 503,
+    errno.ENOMEM: 503,
     errno.EIO: 500,
 }
 

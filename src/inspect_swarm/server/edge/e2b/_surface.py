@@ -50,6 +50,8 @@ def mount(app: FastAPI, server: SwarmServer, max_file: int) -> None:
     app.mount("/process.Process", ProcessASGIApplication(ProcessService(envd), codecs=codecs))
     filesystem = FilesystemASGIApplication(FilesystemService(envd), codecs=codecs)
     app.mount("/filesystem.Filesystem", filesystem)
+    # last: the paths above are matched first, whatever their method
+    app.include_router(_not_offered())
 
 
 class _E2BRoute(APIRoute):
@@ -224,6 +226,40 @@ def _control_plane(server: SwarmServer) -> APIRouter:
             return created(server.live_sandbox(sandbox_id, owner))
         return created(server.set_sandbox_timeout(sandbox_id, owner, timeout))
 
+    return router
+
+
+_E2B_API = (
+    "sandboxes",
+    "v2/sandboxes",
+    "snapshots",
+    "templates",
+    "v2/templates",
+    "v3/templates",
+    "volumes",
+    "secrets",
+    "default-templates",
+)
+"""The paths of E2B's API (each with what lies under it), answered in E2B's shape even
+where this server offers nothing."""
+_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+
+
+def _not_offered() -> APIRouter:
+    """E2B's 501 for the rest of E2B's API: the SDK shows its message (a 404 or 405 in
+    another shape would be taken for a missing sandbox, or fail to parse)."""
+    router = APIRouter()
+
+    async def refuse(request: Request) -> Response:
+        raise E2BError(
+            501,
+            f"{request.method} {request.url.path}: this swarm server does not offer it "
+            "(its E2B page lists what it offers)",
+        )
+
+    for prefix in _E2B_API:
+        router.add_api_route(f"/{prefix}", refuse, methods=_METHODS)
+        router.add_api_route(f"/{prefix}/{{rest:path}}", refuse, methods=_METHODS)
     return router
 
 
