@@ -20,6 +20,7 @@ import anyio.abc
 
 from ..model._types import RunRecord, Size
 from ..sandboxes._isolation import User
+from ..sandboxes._terminal import TerminalSize
 
 T = TypeVar("T")
 
@@ -57,6 +58,10 @@ class LiveProcess(Protocol):
         """Close its stdin, so it reads end of file."""
         ...
 
+    def resize(self, size: TerminalSize) -> None:
+        """Resize its terminal (ValueError if it was started without one)."""
+        ...
+
 
 class LiveSandbox(Protocol):
     """A sandbox outside runs, wherever its engine made it."""
@@ -73,8 +78,10 @@ class LiveSandbox(Protocol):
         cwd: str | None = None,
         user: User = ...,
         stdin: bool = False,
+        terminal: TerminalSize | None = None,
     ) -> LiveProcess:
-        """Start `argv` in the sandbox (SandboxError once it has ended)."""
+        """Start `argv` in the sandbox, on a terminal of that size if given (its output all
+        on stdout); SandboxError once the sandbox has ended."""
         ...
 
     def forget(self, process: Any) -> None:

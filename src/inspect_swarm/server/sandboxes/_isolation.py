@@ -38,10 +38,11 @@ import anyio
 
 from . import _files as _sandbox_files
 from ._cgroups import Cgroups, Limits, SandboxCgroup, default_pids_cap
-from ._child_process import ChildProcess, HostProcess, SandboxProcess, SpawnOptions, spawn
+from ._child_process import ChildProcess, HostProcess, SandboxProcess, SpawnOptions, Stdio, spawn
 from ._disks import Disk, DiskError, DiskPool
 from ._forward import MAX_CONNECTIONS, Forwarder
 from ._init import KEPT_CAPABILITIES
+from ._terminal import Terminal, TerminalSize, open_in_root, open_on_host
 
 IsolationMode = Literal["namespaces", "process"]
 NetworkMode = Literal["none", "host"]
@@ -130,6 +131,19 @@ def namespaces_supported() -> bool:
     return sys.platform == "linux" and os.geteuid() == 0
 
 
+@dataclass(frozen=True)
+class Launch:
+    """A command to start in a sandbox, as `Sandbox.exec` completed it."""
+
+    argv: Sequence[str]
+    env: dict[str, str]
+    cwd: str
+    user: User
+    stdin: bool
+    terminal: Terminal | None
+    """Its terminal, opened for it (then stdin, stdout and stderr), or None: pipes."""
+
+
 @dataclass
 class Sandbox:
     """One isolated environment; subclasses say how processes start in it."""
@@ -155,9 +169,11 @@ class Sandbox:
         (raises SandboxError when it cannot: end it and create one instead)."""
         raise SandboxError(f"sandbox {self.id} cannot be made anew")
 
-    async def _start(
-        self, argv: Sequence[str], env: dict[str, str], cwd: str, user: User, stdin: bool
-    ) -> ChildProcess:
+    async def _start(self, launch: Launch) -> ChildProcess:
+        raise NotImplementedError
+
+    def _terminal(self, user: User, size: TerminalSize) -> Terminal:
+        """A new terminal for a command of `user` (blocks)."""
         raise NotImplementedError
 
     def user(self, name: str) -> User:
@@ -178,14 +194,21 @@ class Sandbox:
         cwd: str | None = None,
         user: User = ROOT,
         stdin: bool = False,
+        terminal: TerminalSize | None = None,
     ) -> ChildProcess:
-        """Start `argv` in the sandbox (its own session) and return the process.
+        """Start `argv` in the sandbox (its own session) and return the process; with a
+        `terminal` of that size, that terminal is its stdin, stdout, stderr and controlling
+        terminal.
 
         Raises SandboxError when the sandbox has ended. A program or directory that does not
         exist is the process's failure, as in a shell: exit status 127, 126 or 125 and why.
         """
         full_env = {"PATH": DEFAULT_PATH, "HOME": user.home, "USER": user.name, **env}
-        process = await self._start(argv, full_env, cwd or user.home, user, stdin)
+        opened = None
+        if terminal is not None:
+            opened = await anyio.to_thread.run_sync(self._terminal, user, terminal)
+        launch = Launch(argv, full_env, cwd or user.home, user, stdin, opened)
+        process = await self._start(launch)
         self._processes.add(process)
         return process
 
@@ -320,33 +343,40 @@ class NamespaceSandbox(Sandbox):
             root_fd, user.name, user.uid, user.gid, _kept_mask(), operation
         )
 
-    async def _start(
-        self, argv: Sequence[str], env: dict[str, str], cwd: str, user: User, stdin: bool
-    ) -> ChildProcess:
-        request = {"argv": list(argv), "env": env, "cwd": cwd}
+    def _terminal(self, user: User, size: TerminalSize) -> Terminal:
+        """A terminal of the sandbox's own devpts, opened as `user` (so it is theirs)."""
+        return self.as_user(user, lambda root: open_in_root(root, size))
+
+    async def _start(self, launch: Launch) -> ChildProcess:
+        user, terminal = launch.user, launch.terminal
+        request = {"argv": list(launch.argv), "env": launch.env, "cwd": launch.cwd}
+        streams = Stdio.of(launch.stdin, terminal)
+        if terminal is not None:
+            # PID 1 opens it again by name in the command's new session: its controlling tty
+            request["tty"] = terminal.path
         memfd = _memfd(
             marshal.dumps(request | {"user": user.name, "uid": user.uid, "gid": user.gid})
         )
-        status, stdout, stderr = os.pipe(), os.pipe(), os.pipe()
-        stdin_pipe = os.pipe() if stdin else None
-        theirs = [memfd, status[1], stdout[1], stderr[1], *(stdin_pipe[:1] if stdin_pipe else [])]
-        process = SandboxProcess(
-            status[0], stdin_pipe[1] if stdin_pipe else None, stdout[0], stderr[0], self._signal
-        )
+        status = os.pipe()
+        theirs = [memfd, status[1]]
+        process = SandboxProcess(status[0], streams, self._signal)
         try:
-            await self._send(b"spawn", theirs)
+            await self._send(b"spawn", [*theirs, *streams.theirs])
         except BaseException:
             process.close()
             raise
         finally:
             _close_all(theirs)
+            streams.close_theirs()
         try:
             # PID 1 answers at once; a command it started must not be lost to a cancellation
             with anyio.CancelScope(shield=True):
                 await process.started()
         except RuntimeError as ex:
             process.close()
-            raise SandboxError(f"cannot start {argv[0]!r} in sandbox {self.id}: {ex}") from None
+            raise SandboxError(
+                f"cannot start {launch.argv[0]!r} in sandbox {self.id}: {ex}"
+            ) from None
         return process
 
     async def _send(self, message: bytes, fds: Sequence[int]) -> None:
@@ -460,19 +490,31 @@ class ProcessSandbox(Sandbox):
         """The private directory that stands in for the sandbox's root."""
         return str(self.dir / "root")
 
-    async def _start(
-        self, argv: Sequence[str], env: dict[str, str], cwd: str, user: User, stdin: bool
-    ) -> HostProcess:
-        return self._spawn(argv, env, cwd, user, stdin)
+    def _terminal(self, user: User, size: TerminalSize) -> Terminal:
+        """A terminal of the host's devpts (its processes are the server's user's)."""
+        return open_on_host(size)
 
-    def _spawn(
-        self, argv: Sequence[str], env: dict[str, str], cwd: str, user: User, stdin: bool
-    ) -> HostProcess:
-        host_cwd = Path(self.root + cwd)
+    async def _start(self, launch: Launch) -> HostProcess:
+        return self._spawn(launch)
+
+    def _spawn(self, launch: Launch) -> HostProcess:
+        host_cwd = Path(self.root + launch.cwd)
         host_cwd.mkdir(parents=True, exist_ok=True)
-        env |= {"HOME": self.root + user.home, "MARITIME_SANDBOX_ROOT": self.root}
-        options = SpawnOptions(argv, env, str(host_cwd), self.cgroup.procs_files, stdin=stdin)
-        return spawn(options)
+        env = launch.env | {
+            "HOME": self.root + launch.user.home,
+            "MARITIME_SANDBOX_ROOT": self.root,
+        }
+        procs = self.cgroup.procs_files
+        return spawn(
+            SpawnOptions(
+                launch.argv,
+                env,
+                str(host_cwd),
+                procs,
+                stdin=launch.stdin,
+                terminal=launch.terminal,
+            )
+        )
 
     def user(self, name: str) -> User:
         """Every user is the server's own user here, with a private home."""

@@ -18,6 +18,7 @@ from protobuf import Oneof
 
 from ...engines._engine import LiveProcess
 from ...sandboxes._isolation import SandboxError
+from ...sandboxes._terminal import TerminalSize
 from ._envd import Envd, connect_errors
 
 if TYPE_CHECKING:
@@ -58,8 +59,11 @@ class Command:
         tag: str | None,
         stdin: bool,
         table: dict[int, Command],
+        terminal: bool = False,
     ) -> None:
         self.box = box
+        self.terminal = terminal
+        """Whether it runs on a terminal, whose output E2B calls `pty` (not stdout)."""
         self.table = table
         """The running commands of its sandbox, by pid: it is there until it ends."""
         self.stdin_open = stdin
@@ -109,8 +113,9 @@ class Command:
                 self.box.sandbox.forget(self.process)
 
     async def _relay(self, stream: str, done: anyio.Event) -> None:
+        field = "pty" if self.terminal else stream
         async for chunk in self.process.chunks(stream):
-            data = pb.ProcessEvent.DataEvent(output=Oneof(stream, chunk))  # type: ignore[arg-type]
+            data = pb.ProcessEvent.DataEvent(output=Oneof(field, chunk))  # type: ignore[arg-type]
             await self._publish(_event(Oneof("data", data)))
         done.set()
 
@@ -163,22 +168,25 @@ class ProcessService(Process):
         with connect_errors():
             box = self._envd.sandbox(ctx.request_headers)
             user = await self._envd.user(box, ctx.request_headers)
-        if request.has_field("pty"):
-            raise ConnectError(Code.UNIMPLEMENTED, "this server does not offer terminals (pty)")
+        terminal = _size("pty.size", request.pty) if request.has_field("pty") else None
         config = request.process or pb.ProcessConfig()
         if not config.cmd:
             raise ConnectError(Code.INVALID_ARGUMENT, "process.cmd is empty: name a program")
-        stdin = request.stdin if request.has_field("stdin") else True
+        # a terminal's input is always open (its user types into it)
+        stdin = terminal is not None or (request.stdin if request.has_field("stdin") else True)
         argv, env = [config.cmd, *config.args], dict(config.envs)
         with connect_errors():
             cwd = self._envd.path("process.cwd", config.cwd, user)
             self._envd.check_command(box, argv, env)
         try:
-            process = await box.sandbox.exec(argv, {**box.env, **env}, cwd, user, stdin)
+            process = await box.sandbox.exec(argv, {**box.env, **env}, cwd, user, stdin, terminal)
         except SandboxError as ex:
             raise ConnectError(Code.UNAVAILABLE, str(ex)) from None
+        except OSError as ex:  # no terminal to be had (the sandbox's devpts is full)
+            raise ConnectError(Code.RESOURCE_EXHAUSTED, f"no terminal: {ex.strerror}") from None
         tag = request.tag if request.has_field("tag") else None
-        command = Command(box, process, config, tag, stdin, self.commands(box))
+        running = self.commands(box)
+        command = Command(box, process, config, tag, stdin, running, terminal is not None)
         events = command.follow()
         self._envd.start_soon(command.run)
         ended = False
@@ -267,8 +275,18 @@ class ProcessService(Process):
     async def update(
         self, request: pb.UpdateRequest, ctx: RequestContext[pb.UpdateRequest, pb.UpdateResponse]
     ) -> pb.UpdateResponse:
-        """Resize a terminal: there are none here."""
-        raise ConnectError(Code.UNIMPLEMENTED, "this server does not offer terminals (pty)")
+        """Resize a command's terminal."""
+        command = self._command(request.process, ctx)
+        if not request.has_field("pty"):
+            return pb.UpdateResponse()
+        size = _size("pty.size", request.pty)
+        if not command.terminal:
+            raise ConnectError(
+                Code.FAILED_PRECONDITION,
+                f"process {command.pid} has no terminal: start it with a pty to resize it",
+            )
+        command.process.resize(size)
+        return pb.UpdateResponse()
 
     def _command(
         self, selector: pb.ProcessSelector | None, ctx: RequestContext[Any, Any]
@@ -288,12 +306,27 @@ class ProcessService(Process):
 
 
 def _stdin_bytes(data: pb.ProcessInput | None) -> bytes:
+    # a terminal's keystrokes (`pty`) and a pipe's bytes (`stdin`) both go to the command's input
     match data.input if data is not None else None:
-        case Oneof(field="stdin", value=value):
+        case Oneof(field="stdin" | "pty", value=value):
             return bytes(value)  # type: ignore[arg-type]
-        case Oneof(field="pty"):
-            raise ConnectError(Code.UNIMPLEMENTED, "this server does not offer terminals (pty)")
     return b""
+
+
+_MOST_CELLS = 4096
+"""The most rows or columns of a terminal (the kernel takes up to 65535; no screen has)."""
+
+
+def _size(field: str, pty: pb.PTY | None) -> TerminalSize:
+    """A terminal's size from a request (INVALID_ARGUMENT naming the field if out of range)."""
+    size = pty.size if pty is not None else None
+    rows, cols = (size.rows, size.cols) if size is not None else (0, 0)
+    if not (0 < rows <= _MOST_CELLS and 0 < cols <= _MOST_CELLS):
+        raise ConnectError(
+            Code.INVALID_ARGUMENT,
+            f"{field}: {rows} rows by {cols} columns; give each from 1 to {_MOST_CELLS}",
+        )
+    return TerminalSize(rows, cols)
 
 
 async def _stream(

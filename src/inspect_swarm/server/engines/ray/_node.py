@@ -36,6 +36,7 @@ from ...model._types import Outcome, RunSpec, SandboxInput
 from ...sandboxes._cgroups import Limits
 from ...sandboxes._child_process import ChildProcess
 from ...sandboxes._isolation import IsolationConfig, Sandbox, SandboxError, SandboxHost, User
+from ...sandboxes._terminal import TerminalSize
 from .._command import Slot, Tails, limits, run_command
 
 T = TypeVar("T")
@@ -358,11 +359,17 @@ class HeldSandbox:
         self._waits: list[tuple[anyio.CancelScope, anyio.Event]] = []
 
     async def exec(
-        self, argv: Sequence[str], env: Mapping[str, str], cwd: str | None, user: User, stdin: bool
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        cwd: str | None,
+        user: User,
+        stdin: bool,
+        terminal: TerminalSize | None,
     ) -> tuple[int, int]:
         """Start a process: (its key here, its pid in the sandbox)."""
         env = {**env, NODE_VARIABLE: self._node}
-        process = await self._sandbox.exec(argv, env, cwd, user, stdin)
+        process = await self._sandbox.exec(argv, env, cwd, user, stdin, terminal)
         key = next(self._keys)
         self._processes[key] = process
         return key, process.pid
@@ -395,6 +402,11 @@ class HeldSandbox:
         """Close the process's stdin."""
         if (process := self._processes.get(key)) is not None:
             process.close_stdin()
+
+    def resize(self, key: int, size: TerminalSize) -> None:
+        """Resize the process's terminal."""
+        if (process := self._processes.get(key)) is not None:
+            process.resize(size)
 
     def forget(self, key: int) -> None:
         """Let go of a process that exited."""

@@ -22,6 +22,7 @@ import ray.exceptions
 from ...model._types import GIB
 from ...sandboxes._cgroups import Limits
 from ...sandboxes._isolation import ROOT, SandboxError, User
+from ...sandboxes._terminal import TerminalSize
 from ._node import Answer, HeldSandbox
 from ._place import Agents, Room
 
@@ -48,10 +49,11 @@ def _value(answer: Answer) -> Any:
 class RayProcess:
     """A process of a sandbox on a node, as the server sees it (a `LiveProcess`)."""
 
-    def __init__(self, sandbox: RaySandbox, key: int, pid: int) -> None:
+    def __init__(self, sandbox: RaySandbox, key: int, pid: int, terminal: bool) -> None:
         self._sandbox = sandbox
         self.key = key
         self._pid = pid
+        self.terminal = terminal
         self._returncode: int | None = None
 
     @property
@@ -99,6 +101,12 @@ class RayProcess:
         """Close its stdin."""
         self._sandbox.send(HeldSandbox.close_stdin, self.key)
 
+    def resize(self, size: TerminalSize) -> None:
+        """Resize its terminal."""
+        if not self.terminal:
+            raise ValueError(f"process {self._pid} has no terminal")
+        self._sandbox.send(HeldSandbox.resize, self.key, size)
+
 
 class RaySandbox:
     """A long-lived sandbox on a node, as the server sees it (a `LiveSandbox`)."""
@@ -129,13 +137,15 @@ class RaySandbox:
         cwd: str | None = None,
         user: User = ROOT,
         stdin: bool = False,
+        terminal: TerminalSize | None = None,
     ) -> RayProcess:
         """Start `argv` in the sandbox, on its node."""
+        args = (argv, dict(env), cwd, user, stdin, terminal)
         try:
-            key, pid = await self.call(HeldSandbox.exec, argv, dict(env), cwd, user, stdin)
+            key, pid = await self.call(HeldSandbox.exec, *args)
         except ray.exceptions.RayError:
             raise SandboxError(self._gone()) from None
-        return RayProcess(self, key, pid)
+        return RayProcess(self, key, pid, terminal is not None)
 
     def forget(self, process: Any) -> None:
         """Let go of a process that exited."""
