@@ -5,7 +5,9 @@ Played with the unmodified e2b SDK, as a user of one sandbox who goes after anot
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -58,3 +60,36 @@ def test_a_terminal_is_reached_only_through_its_own_sandbox(
     assert not victim.files.exists("/tmp/owned")
     # its own key still reaches it
     assert e2b.Sandbox.connect(victim.sandbox_id).sandbox_id == victim.sandbox_id
+
+
+def test_a_watch_sees_its_own_sandbox_only(
+    server: Server, two: tuple[e2b.Sandbox, e2b.Sandbox]
+) -> None:
+    victim, attacker = two
+    mine = victim.files.watch_dir("/tmp")
+    # the victim's watcher named through the attacker's sandbox: none of its own
+    answer = httpx.post(
+        f"{server.url}/filesystem.Filesystem/GetWatcherEvents",
+        json={"watcherId": mine._watcher_id},
+        headers={
+            "E2b-Sandbox-Id": attacker.sandbox_id,
+            "X-Access-Token": str(attacker._envd_access_token),
+        },
+    )
+    assert answer.status_code == 404 and answer.json()["code"] == "not_found", answer.text
+    # links to the host's root and `..` past the root lead to the attacker's own /tmp
+    attacker.commands.run("ln -s / /tmp/up && ln -s /proc/1/root /tmp/init")
+    watches = [attacker.files.watch_dir(path) for path in ("/tmp/up/tmp", "/../../tmp")]
+    with pytest.raises(e2b.SandboxException, match="Permission denied"):
+        attacker.files.watch_dir("/tmp/init/tmp")  # PID 1's root: not `user`'s to follow
+    Path(f"/tmp/host-{attacker.sandbox_id}").write_text("the host's")
+    victim.files.write(f"/tmp/victim-{attacker.sandbox_id}", "the victim's")
+    attacker.files.write("/tmp/inside", "the attacker's")
+    for watch in watches:
+        names: set[str] = set()
+        deadline = time.monotonic() + 30  # a safety net: the attacker's own change comes
+        while "inside" not in names and time.monotonic() < deadline:
+            names |= {event.name for event in watch.get_new_events()}
+        assert "inside" in names and not any(attacker.sandbox_id in name for name in names)
+    Path(f"/tmp/host-{attacker.sandbox_id}").unlink()
+    assert f"victim-{attacker.sandbox_id}" in {e.name for e in mine.get_new_events()}

@@ -21,6 +21,7 @@ import anyio.abc
 from ..model._types import RunRecord, Size
 from ..sandboxes._isolation import User
 from ..sandboxes._terminal import TerminalSize
+from ..sandboxes._watch import Change
 
 T = TypeVar("T")
 
@@ -63,6 +64,18 @@ class LiveProcess(Protocol):
         ...
 
 
+class LiveWatch(Protocol):
+    """A watch of a directory of a sandbox outside runs."""
+
+    def changes(self) -> AsyncIterator[list[Change]]:
+        """Batches of changes as they happen, until the directory or the sandbox is gone."""
+        ...
+
+    def close(self) -> None:
+        """Stop watching."""
+        ...
+
+
 class LiveSandbox(Protocol):
     """A sandbox outside runs, wherever its engine made it."""
 
@@ -86,6 +99,10 @@ class LiveSandbox(Protocol):
 
     def forget(self, process: Any) -> None:
         """Let go of a process that has exited."""
+        ...
+
+    async def watch(self, user: User, path: str, recursive: bool) -> LiveWatch:
+        """Watch a directory of the sandbox as `user` (OSError as a file call's)."""
         ...
 
     def user(self, name: str) -> User:

@@ -1236,6 +1236,9 @@ def _spawnp(
             setsid=True,
             resetids=True,
             setsigdef=_DEFAULT_SIGNALS,
+            # none blocked, whatever the thread that started the server had blocked (a Ray
+            # worker's): a terminal's ^C, or a SIGTERM, reaches the command
+            setsigmask=(),
         )
     except OSError as ex:
         code = 127 if ex.errno == errno.ENOENT else 126

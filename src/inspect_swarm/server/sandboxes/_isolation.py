@@ -43,6 +43,7 @@ from ._disks import Disk, DiskError, DiskPool
 from ._forward import MAX_CONNECTIONS, Forwarder
 from ._init import KEPT_CAPABILITIES
 from ._terminal import Terminal, TerminalSize, open_in_root, open_on_host
+from ._watch import DirectoryWatch
 
 IsolationMode = Literal["namespaces", "process"]
 NetworkMode = Literal["none", "host"]
@@ -211,6 +212,17 @@ class Sandbox:
         process = await self._start(launch)
         self._processes.add(process)
         return process
+
+    async def watch(self, user: User, path: str, recursive: bool) -> DirectoryWatch:
+        """Watch a directory of the sandbox (and those below it if `recursive`) with what
+        `user` may read; OSError (as a file call's) if it cannot."""
+        watch = DirectoryWatch(functools.partial(self.as_user, user), path, recursive)
+        try:
+            await watch.start()
+        except BaseException:
+            watch.close()
+            raise
+        return watch
 
     async def ended(self) -> None:
         """Wait until the sandbox ends on its own (in this mode it never does)."""

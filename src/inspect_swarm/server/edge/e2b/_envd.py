@@ -31,6 +31,9 @@ from ._wire import E2BError
 
 DEFAULT_USER = "user"
 """E2B's default user, for requests that name none."""
+KEEPALIVE_SECONDS = 2.0
+"""How often an idle stream carries a keepalive, which is also how soon a client that went
+away is noticed (the Connect server only sees a disconnect when it sends)."""
 
 _CODES = {
     400: Code.INVALID_ARGUMENT,

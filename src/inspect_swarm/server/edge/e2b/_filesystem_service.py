@@ -5,18 +5,23 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
+from weakref import WeakKeyDictionary
 
+from connectrpc.code import Code
+from connectrpc.errors import ConnectError
 from e2b.envd.filesystem import filesystem_pb as pb
 from e2b.envd.filesystem.filesystem_connect import Filesystem
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
+from protobuf import Oneof
 from protobuf.wkt.google.protobuf.timestamp_pb import Timestamp
 
 from ...sandboxes import _files as _sandbox_files
-from ._envd import Envd, connect_errors
+from ._envd import KEEPALIVE_SECONDS, Envd, connect_errors
 from ._file_ops import Entry, as_user, entry, list_dir, make_dir, move, remove
+from ._watchers import Watcher, check_room
 from ._wire import E2BError
 
 if TYPE_CHECKING:
@@ -99,6 +104,10 @@ class FilesystemService(Filesystem):
 
     def __init__(self, envd: Envd) -> None:
         self._envd = envd
+        self._watchers: WeakKeyDictionary[LongLivedSandbox, dict[str, Watcher]] = (
+            WeakKeyDictionary()
+        )
+        """Each live sandbox's watches, by id (a sandbox gone takes its table with it)."""
 
     async def _run(
         self, ctx: RequestContext[Any, Any], path: str, operation: Callable[[str, str], T]
@@ -163,6 +172,84 @@ class FilesystemService(Filesystem):
         """Remove a file or a whole directory."""
         await self._run(ctx, request.path, remove)
         return pb.RemoveResponse()
+
+    async def watch_dir(
+        self, request: pb.WatchDirRequest, ctx: RequestContext[pb.WatchDirRequest, Any]
+    ) -> AsyncIterator[pb.WatchDirResponse]:
+        """Stream the changes under a directory until the client goes (or it is gone)."""
+        watchers, watcher = await self._watch(ctx, request.path, request.recursive)
+        try:
+            yield _watched("start", pb.WatchDirResponse.StartEvent())
+            while (events := await watcher.next(KEEPALIVE_SECONDS)) is not None:
+                for event in events:
+                    yield _watched("filesystem", event)
+                if not events:
+                    yield _watched("keepalive", pb.WatchDirResponse.KeepAlive())
+        finally:
+            watchers.pop(watcher.id, None)
+            watcher.close()
+
+    async def create_watcher(
+        self,
+        request: pb.CreateWatcherRequest,
+        ctx: RequestContext[pb.CreateWatcherRequest, pb.CreateWatcherResponse],
+    ) -> pb.CreateWatcherResponse:
+        """Watch a directory, keeping its changes until they are asked for."""
+        _, watcher = await self._watch(ctx, request.path, request.recursive)
+        return pb.CreateWatcherResponse(watcher_id=watcher.id)
+
+    async def get_watcher_events(
+        self,
+        request: pb.GetWatcherEventsRequest,
+        ctx: RequestContext[pb.GetWatcherEventsRequest, pb.GetWatcherEventsResponse],
+    ) -> pb.GetWatcherEventsResponse:
+        """The changes a watcher kept since the last call."""
+        _, watcher = self._watcher(ctx, request.watcher_id)
+        return pb.GetWatcherEventsResponse(events=watcher.take())
+
+    async def remove_watcher(
+        self,
+        request: pb.RemoveWatcherRequest,
+        ctx: RequestContext[pb.RemoveWatcherRequest, pb.RemoveWatcherResponse],
+    ) -> pb.RemoveWatcherResponse:
+        """Stop a watcher."""
+        watchers, watcher = self._watcher(ctx, request.watcher_id)
+        watchers.pop(watcher.id, None)
+        watcher.close()
+        return pb.RemoveWatcherResponse()
+
+    async def _watch(
+        self, ctx: RequestContext[Any, Any], path: str, recursive: bool
+    ) -> tuple[dict[str, Watcher], Watcher]:
+        """A new watcher of the request's sandbox, as its user, gathering changes."""
+        with connect_errors():
+            box = self._envd.sandbox(ctx.request_headers)
+            user = await self._envd.user(box, ctx.request_headers)
+            absolute = self._envd.path("path", path, user)
+            watchers = self._watchers.setdefault(box, {})
+            check_room(watchers)
+            try:
+                watch = await box.sandbox.watch(user, absolute, recursive)
+            except OSError as ex:
+                raise _os_error(ex, absolute) from None
+        watcher = Watcher(watch)
+        watchers[watcher.id] = watcher
+        self._envd.start_soon(watcher.collect)
+        return watchers, watcher
+
+    def _watcher(
+        self, ctx: RequestContext[Any, Any], watcher_id: str
+    ) -> tuple[dict[str, Watcher], Watcher]:
+        with connect_errors():
+            box = self._envd.sandbox(ctx.request_headers)
+        watchers = self._watchers.get(box, {})
+        if (watcher := watchers.get(watcher_id)) is None:
+            raise ConnectError(Code.NOT_FOUND, f"watcher {watcher_id!r} not found")
+        return watchers, watcher
+
+
+def _watched(kind: str, event: object) -> pb.WatchDirResponse:
+    return pb.WatchDirResponse(event=Oneof(kind, event))  # type: ignore[arg-type]
 
 
 async def read_files(envd: Envd, request: Request) -> Response:

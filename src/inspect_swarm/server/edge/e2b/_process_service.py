@@ -19,16 +19,13 @@ from protobuf import Oneof
 from ...engines._engine import LiveProcess
 from ...sandboxes._isolation import SandboxError
 from ...sandboxes._terminal import TerminalSize
-from ._envd import Envd, connect_errors
+from ._envd import KEEPALIVE_SECONDS, Envd, connect_errors
 
 if TYPE_CHECKING:
     from connectrpc.request import RequestContext
 
     from ...domain._long_lived import LongLivedSandbox
 
-_KEEPALIVE_SECONDS = 2.0
-"""How often an idle stream carries a keepalive, which is also how soon a client that went
-away is noticed (the Connect server only sees a disconnect when it sends)."""
 _DRAIN_SECONDS = 0.5
 _BUFFER = 64
 _SIGNALS = {pb.Signal.SIGTERM: signal.SIGTERM, pb.Signal.SIGKILL: signal.SIGKILL}
@@ -339,7 +336,7 @@ async def _stream(
         if left <= 0:
             raise ConnectError(Code.DEADLINE_EXCEEDED, "the command's timeout passed")
         event: pb.ProcessEvent | None = None
-        with anyio.move_on_after(min(left, _KEEPALIVE_SECONDS)):
+        with anyio.move_on_after(min(left, KEEPALIVE_SECONDS)):
             try:
                 event = await events.receive()
             except anyio.EndOfStream:

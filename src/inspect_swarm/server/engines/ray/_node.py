@@ -37,6 +37,7 @@ from ...sandboxes._cgroups import Limits
 from ...sandboxes._child_process import ChildProcess
 from ...sandboxes._isolation import IsolationConfig, Sandbox, SandboxError, SandboxHost, User
 from ...sandboxes._terminal import TerminalSize
+from ...sandboxes._watch import Change, DirectoryWatch
 from .._command import Slot, Tails, limits, run_command
 
 T = TypeVar("T")
@@ -355,6 +356,7 @@ class HeldSandbox:
         self._node = node
         self._processes: dict[int, ChildProcess] = {}
         self._readers: dict[tuple[int, str], AsyncIterator[bytes]] = {}
+        self._watches: dict[int, tuple[DirectoryWatch, AsyncIterator[list[Change]]]] = {}
         self._keys = itertools.count()
         self._waits: list[tuple[anyio.CancelScope, anyio.Event]] = []
 
@@ -402,6 +404,27 @@ class HeldSandbox:
         """Close the process's stdin."""
         if (process := self._processes.get(key)) is not None:
             process.close_stdin()
+
+    async def watch(self, user: User, path: str, recursive: bool) -> int:
+        """Watch a directory of the sandbox: the watch's key here."""
+        watch = await self._sandbox.watch(user, path, recursive)
+        key = next(self._keys)
+        self._watches[key] = (watch, watch.changes())
+        return key
+
+    async def changes(self, key: int) -> list[Change] | None:
+        """The watch's next batch of changes (None at its end)."""
+        if (found := self._watches.get(key)) is None:
+            return None
+        batch = await anext(found[1], None)
+        if batch is None:
+            self.unwatch(key)
+        return batch
+
+    def unwatch(self, key: int) -> None:
+        """Stop a watch."""
+        if (found := self._watches.pop(key, None)) is not None:
+            found[0].close()
 
     def resize(self, key: int, size: TerminalSize) -> None:
         """Resize the process's terminal."""

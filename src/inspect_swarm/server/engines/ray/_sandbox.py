@@ -23,6 +23,7 @@ from ...model._types import GIB
 from ...sandboxes._cgroups import Limits
 from ...sandboxes._isolation import ROOT, SandboxError, User
 from ...sandboxes._terminal import TerminalSize
+from ...sandboxes._watch import Change
 from ._node import Answer, HeldSandbox
 from ._place import Agents, Room
 
@@ -108,6 +109,29 @@ class RayProcess:
         self._sandbox.send(HeldSandbox.resize, self.key, size)
 
 
+class RayWatch:
+    """A watch of a directory of a sandbox on a node, as the server sees it (a `LiveWatch`)."""
+
+    def __init__(self, sandbox: RaySandbox, key: int) -> None:
+        self._sandbox = sandbox
+        self._key = key
+
+    async def changes(self) -> AsyncIterator[list[Change]]:
+        """Batches of changes until the watch's end (or its node's)."""
+        while True:
+            try:
+                batch = await self._sandbox.call(HeldSandbox.changes, self._key)
+            except ray.exceptions.RayError:
+                return
+            if batch is None:
+                return
+            yield batch
+
+    def close(self) -> None:
+        """Stop watching."""
+        self._sandbox.send(HeldSandbox.unwatch, self._key)
+
+
 class RaySandbox:
     """A long-lived sandbox on a node, as the server sees it (a `LiveSandbox`)."""
 
@@ -146,6 +170,14 @@ class RaySandbox:
         except ray.exceptions.RayError:
             raise SandboxError(self._gone()) from None
         return RayProcess(self, key, pid, terminal is not None)
+
+    async def watch(self, user: User, path: str, recursive: bool) -> RayWatch:
+        """Watch a directory of the sandbox, on its node."""
+        try:
+            key = await self.call(HeldSandbox.watch, user, path, recursive)
+        except ray.exceptions.RayError:
+            raise ProcessLookupError(errno.ESRCH, self._gone()) from None
+        return RayWatch(self, key)
 
     def forget(self, process: Any) -> None:
         """Let go of a process that exited."""
