@@ -5,6 +5,7 @@ Played with the unmodified e2b SDK, as a user of one sandbox who goes after anot
 
 from __future__ import annotations
 
+import gzip
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -93,3 +94,22 @@ def test_a_watch_sees_its_own_sandbox_only(
         assert "inside" in names and not any(attacker.sandbox_id in name for name in names)
     Path(f"/tmp/host-{attacker.sandbox_id}").unlink()
     assert f"victim-{attacker.sandbox_id}" in {e.name for e in mine.get_new_events()}
+
+
+def test_a_gzip_body_that_inflates_past_the_file_limit_is_refused_unwritten(
+    server: Server, two: tuple[e2b.Sandbox, e2b.Sandbox]
+) -> None:
+    victim, _ = two
+    headers = {
+        "E2b-Sandbox-Id": victim.sandbox_id,
+        "X-Access-Token": str(victim._envd_access_token),
+        "Content-Encoding": "gzip",
+    }
+    # 300 MiB of zeros in a fraction of a MiB: over the file limit (256 MiB) once inflated
+    bomb = gzip.compress(bytes(300 * 1024 * 1024), compresslevel=9)
+    answer = httpx.post(
+        f"{server.url}/files", params={"path": "/tmp/bomb"}, content=bomb, headers=headers
+    )
+    assert answer.status_code == 413 and "limit" in answer.json()["message"], answer.text
+    assert not victim.files.exists("/tmp/bomb")
+    assert server.health()["status"] == "ok"

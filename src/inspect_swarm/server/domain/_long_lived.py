@@ -59,6 +59,11 @@ class LongLivedSandbox:
     """Why it was ended, when something ended it before its timeout."""
     ended: anyio.Event = field(default_factory=anyio.Event)
 
+    @property
+    def ending(self) -> bool:
+        """Whether it is being ended (killed, timed out, its lease released) or has ended."""
+        return self.scope.cancel_called or self.ended.is_set()
+
     def record(self) -> LongLivedRecord:
         """Its record, while it is alive."""
         return LongLivedRecord(

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import functools
+import gzip
 import os
 import stat
+import zlib
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 from weakref import WeakKeyDictionary
 
+import anyio
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 from e2b.envd.filesystem import filesystem_pb as pb
@@ -169,8 +174,14 @@ class FilesystemService(Filesystem):
     async def remove(
         self, request: pb.RemoveRequest, ctx: RequestContext[pb.RemoveRequest, pb.RemoveResponse]
     ) -> pb.RemoveResponse:
-        """Remove a file or a whole directory."""
-        await self._run(ctx, request.path, remove)
+        """Remove a file or a whole directory; a path that is not there is no error, as
+        on E2B."""
+
+        def operation(root: str, path: str) -> None:
+            with contextlib.suppress(FileNotFoundError):
+                remove(root, path)
+
+        await self._run(ctx, request.path, operation)
         return pb.RemoveResponse()
 
     async def watch_dir(
@@ -264,13 +275,37 @@ async def read_files(envd: Envd, request: Request) -> Response:
         raise _os_error(ex, path) from None
     if len(data) > most:
         raise E2BError(413, f"{path}: over this server's limit of {most} bytes for one file")
-    return Response(data, media_type="application/octet-stream")
+    if "gzip" not in request.headers.get("accept-encoding", ""):
+        return Response(data, media_type="application/octet-stream")
+    packed = await anyio.to_thread.run_sync(functools.partial(gzip.compress, compresslevel=1), data)
+    headers = {"Content-Encoding": "gzip"}
+    return Response(packed, media_type="application/octet-stream", headers=headers)
+
+
+def _gunzip(data: bytes, most: int, path: str) -> bytes:
+    """A gzip body's content, at most `most` bytes (E2BError if it is not gzip or larger)."""
+    inflater = zlib.decompressobj(wbits=31)
+    try:
+        content = inflater.decompress(data, most + 1)
+    except zlib.error as ex:
+        raise E2BError(400, f"{path}: the body is not gzip ({ex}); send it as it is") from None
+    if len(content) > most:
+        raise E2BError(413, f"{path}: over this server's limit of {most} bytes for one file")
+    if not inflater.eof:
+        raise E2BError(400, f"{path}: the gzip body ends before its end; send all of it")
+    return content
 
 
 async def write_files(envd: Envd, request: Request) -> JSONResponse:
-    """`POST /files`: one file as the body (octet-stream), or several as multipart parts."""
+    """`POST /files`: one file as the body (octet-stream, gzip-encoded if it says so), or
+    several as multipart parts."""
     given = request.query_params.get("path", "")
+    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("identity", "gzip"):
+        raise E2BError(415, f"Content-Encoding {encoding!r}: send gzip or none")
     if request.headers.get("content-type", "").startswith("multipart/form-data"):
+        if encoding == "gzip":
+            raise E2BError(415, "a gzip body must be one file: send it as octet-stream")
         form = await request.form()
         uploads = [
             (given or str(part.filename or ""), await part.read())
@@ -278,7 +313,10 @@ async def write_files(envd: Envd, request: Request) -> JSONResponse:
             if not isinstance(part, str)
         ]
     else:
-        uploads = [(given, await request.body())]
+        data = await request.body()
+        if encoding == "gzip":
+            data = await anyio.to_thread.run_sync(_gunzip, data, envd.max_file, given)
+        uploads = [(given, data)]
     written = [await _write(envd, request, name, data) for name, data in uploads]
     return JSONResponse(written)
 

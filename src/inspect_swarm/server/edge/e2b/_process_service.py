@@ -100,7 +100,10 @@ class Command:
                         await done.wait()
                 tg.cancel_scope.cancel()
             self.finished = True
-            await self._publish(_end_event(code))
+            # a command its sandbox's end killed did not end: its streams break off, as
+            # E2B's do, and the SDK learns from the daemon's health that the sandbox is gone
+            if not self.box.ending:
+                await self._publish(_end_event(code))
         finally:
             for follower in self._followers:
                 follower.close()
@@ -190,7 +193,7 @@ class ProcessService(Process):
         try:
             start = pb.ProcessEvent.StartEvent(pid=command.pid)
             yield pb.StartResponse(event=_event(Oneof("start", start)))
-            async for event in _stream(events, ctx.timeout_ms):
+            async for event in _stream(events, ctx.timeout_ms, box):
                 ended = event.event is not None and event.event.field == "end"
                 yield pb.StartResponse(event=event)
         finally:
@@ -208,7 +211,7 @@ class ProcessService(Process):
         try:
             start = pb.ProcessEvent.StartEvent(pid=command.pid)
             yield pb.ConnectResponse(event=_event(Oneof("start", start)))
-            async for event in _stream(events, ctx.timeout_ms):
+            async for event in _stream(events, ctx.timeout_ms, command.box):
                 yield pb.ConnectResponse(event=event)
         finally:
             events.close()
@@ -327,9 +330,12 @@ def _size(field: str, pty: pb.PTY | None) -> TerminalSize:
 
 
 async def _stream(
-    events: MemoryObjectReceiveStream[pb.ProcessEvent], timeout_ms: float | None
+    events: MemoryObjectReceiveStream[pb.ProcessEvent],
+    timeout_ms: float | None,
+    box: LongLivedSandbox,
 ) -> AsyncIterator[pb.ProcessEvent]:
-    """The events until the command ends, keepalives while idle; the deadline raises."""
+    """The events until the command ends, keepalives while idle; the deadline raises, as
+    does the end of the command's sandbox (`unavailable`)."""
     deadline = math.inf if timeout_ms is None else anyio.current_time() + timeout_ms / 1000
     while True:
         left = deadline - anyio.current_time()
@@ -340,5 +346,11 @@ async def _stream(
             try:
                 event = await events.receive()
             except anyio.EndOfStream:
+                if box.ending:
+                    raise ConnectError(
+                        Code.UNAVAILABLE,
+                        f"the connection to sandbox {box.id} ended before the stream "
+                        "completed: the sandbox has ended",
+                    ) from None
                 return
         yield event or _event(Oneof("keepalive", pb.ProcessEvent.KeepAlive()))

@@ -1,0 +1,66 @@
+"""Files with the unmodified e2b SDK beyond reading and writing: removal, compression,
+signed URLs, metadata and symlinks; and what a sandbox's end does to its commands."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from e2b import Sandbox, SandboxNotRunningException
+
+from .conftest import Server
+
+pytestmark = pytest.mark.usefixtures("e2b_env")
+
+
+def test_removing_a_path_that_is_not_there_is_silent() -> None:
+    sbx = Sandbox.create()
+    try:
+        sbx.files.remove("/tmp/never-made")
+        sbx.files.remove("/tmp/no/such/dir")
+        sbx.files.write("/tmp/there", "x")
+        sbx.files.remove("/tmp/there")
+        assert not sbx.files.exists("/tmp/there")
+    finally:
+        sbx.kill()
+
+
+@pytest.mark.parametrize("end", ["kill", "timeout"])
+def test_commands_of_a_sandbox_that_ends_raise_the_sdks_error(end: str) -> None:
+    sbx = Sandbox.create(timeout=3 if end == "timeout" else 60)
+    background = sbx.commands.run("sleep 60", background=True)
+    if end == "kill":
+        sbx.kill()
+    with pytest.raises(SandboxNotRunningException, match="was killed or reached its"):
+        background.wait()
+    with pytest.raises(SandboxNotRunningException):
+        sbx.commands.run("true")
+
+
+def test_gzip_both_ways(server: Server) -> None:
+    sbx = Sandbox.create()
+    try:
+        text = "compressible " * 1000
+        sbx.files.write("/tmp/g.txt", text, gzip=True)
+        assert sbx.commands.run("wc -c < /tmp/g.txt").stdout.strip() == str(len(text))
+        assert sbx.files.read("/tmp/g.txt", gzip=True) == text == sbx.files.read("/tmp/g.txt")
+        # asked for, the answer is compressed on the wire
+        headers = {"E2b-Sandbox-Id": sbx.sandbox_id, "X-Access-Token": str(sbx._envd_access_token)}
+        raw = httpx.get(
+            f"{server.url}/files",
+            params={"path": "/tmp/g.txt"},
+            headers={**headers, "Accept-Encoding": "gzip"},
+        )
+        assert raw.headers["content-encoding"] == "gzip"
+        assert int(raw.headers["content-length"]) < len(text) // 10
+        assert raw.content == text.encode()  # httpx took the compression off
+        not_gzip = httpx.post(
+            f"{server.url}/files",
+            params={"path": "/tmp/h.txt"},
+            content=b"plain",
+            headers={**headers, "Content-Encoding": "gzip"},
+        )
+        assert not_gzip.status_code == 400 and "not gzip" in not_gzip.json()["message"]
+        assert not sbx.files.exists("/tmp/h.txt")
+    finally:
+        sbx.kill()
