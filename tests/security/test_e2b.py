@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ..server.conftest import OTHER_KEY, Server, point_e2b_at
+from ..servers import OTHER_KEY, Server, point_e2b_at
 
 e2b = pytest.importorskip("e2b")
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import httpx
 import pytest
-
 from e2b import Sandbox, SandboxNotRunningException
 
-from .conftest import Server
+from ....servers import Server
 
 pytestmark = pytest.mark.usefixtures("e2b_env")
 

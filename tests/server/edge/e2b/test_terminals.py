@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
 from e2b import AsyncSandbox, CommandExitException, PtySize, Sandbox
 
 pytestmark = pytest.mark.usefixtures("e2b_env")

@@ -6,7 +6,6 @@ import asyncio
 import time
 
 import pytest
-
 from e2b import AsyncSandbox, FilesystemEvent, FilesystemEventType, Sandbox, SandboxException
 
 pytestmark = pytest.mark.usefixtures("e2b_env")
