@@ -476,7 +476,10 @@ def test_e2b_list_parameters_are_checked_and_paging_ends(
 ) -> None:
     api = {"X-API-KEY": KEY}
     with server.http() as http:
-        for query in ("limit=abc", "limit=0", "limit=-1", "nextToken=abc", "nextToken=-1"):
+        for query in (
+            *("limit=abc", "limit=0", "limit=-1", "nextToken=abc", "nextToken=-1"),
+            *("order=up", "state=frozen", "startedAfter=yesterday", "startedAfter=%00"),
+        ):
             response = http.get(f"/v2/sandboxes?{query}", headers=api)
             assert response.status_code == 400, query
             assert query.split("=")[0] in response.json()["message"]

@@ -325,12 +325,23 @@ class SwarmServer:
         return await self._sandboxes.start(owner, lease, spec)
 
     def sandboxes(
-        self, owner: Owner, metadata: Mapping[str, str] | None = None
+        self,
+        owner: Owner,
+        metadata: Mapping[str, str] | None = None,
+        template: str | None = None,
+        started_after: float | None = None,
     ) -> list[LongLivedSandbox]:
         """The live long-lived sandboxes within `owner`'s reach whose metadata has every
-        entry of `metadata`, oldest first."""
+        entry of `metadata`, of `template` and started at or after `started_after` (a Unix
+        time) when given, oldest first."""
         wanted = dict(metadata or {}).items()
-        return [box for box in self._sandboxes.of(owner) if wanted <= box.metadata.items()]
+        return [
+            box
+            for box in self._sandboxes.of(owner)
+            if wanted <= box.metadata.items()
+            and template in (None, box.template)
+            and box.started_at >= (started_after or 0)
+        ]
 
     def sandbox(
         self, sandbox_id: str, owner: Owner

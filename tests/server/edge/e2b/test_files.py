@@ -3,9 +3,13 @@ signed URLs, metadata and symlinks; and what a sandbox's end does to its command
 
 from __future__ import annotations
 
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
 import httpx
 import pytest
-from e2b import Sandbox, SandboxNotRunningException
+from e2b import FileType, Sandbox, SandboxNotRunningException, SandboxQuery, SandboxState
 
 from ....servers import Server
 
@@ -63,3 +67,48 @@ def test_gzip_both_ways(server: Server) -> None:
         assert not sbx.files.exists("/tmp/h.txt")
     finally:
         sbx.kill()
+
+
+def test_a_symlink_is_described_by_its_target_with_the_link_named() -> None:
+    sbx = Sandbox.create()
+    try:
+        sbx.commands.run("mkdir -p /tmp/d && echo hi > /tmp/f && ln -s f /tmp/l && ln -s d /tmp/dl")
+        # as E2B describes one: its target's type and size, and where it leads
+        link, dir_link = sbx.files.get_info("/tmp/l"), sbx.files.get_info("/tmp/dl")
+        assert (link.type, link.size, link.symlink_target) == (FileType.FILE, 3, "/tmp/f")
+        assert (dir_link.type, dir_link.symlink_target) == (FileType.DIR, "/tmp/d")
+        listed = {entry.name: entry for entry in sbx.files.list("/tmp")}
+        assert (listed["l"].type, listed["l"].symlink_target) == (FileType.FILE, "/tmp/f")
+        assert listed["f"].symlink_target is None
+        sbx.commands.run("ln -s nowhere /tmp/dangling")
+        dangling = sbx.files.get_info("/tmp/dangling")
+        assert (dangling.type, dangling.symlink_target) == (FileType.SYMLINK, "/tmp/nowhere")
+    finally:
+        sbx.kill()
+
+
+def test_listing_pages_orders_and_filters_by_template_time_and_state() -> None:
+    tag = uuid.uuid4().hex
+    first = Sandbox.create(metadata={"t": tag})
+    between = datetime.now(UTC)
+    second = Sandbox.create("python", metadata={"t": tag})
+    try:
+
+        def ids(query: SandboxQuery, **kwargs: Any) -> list[str]:
+            pages = Sandbox.list(query=query, limit=1, **kwargs)
+            found = []
+            while pages.has_next:
+                found += [box.sandbox_id for box in pages.next_items()]
+            return found
+
+        mine = SandboxQuery(metadata={"t": tag})
+        both = [first.sandbox_id, second.sandbox_id]
+        assert ids(mine) == both  # one per page, oldest first
+        assert ids(mine, order="desc") == both[::-1]
+        assert ids(SandboxQuery(metadata={"t": tag}, template="python")) == both[1:]
+        assert ids(SandboxQuery(metadata={"t": tag}, started_after=between)) == both[1:]
+        assert ids(SandboxQuery(metadata={"t": tag}, state=[SandboxState.RUNNING])) == both
+        assert ids(SandboxQuery(metadata={"t": tag}, state=[SandboxState.PAUSED])) == []
+    finally:
+        first.kill()
+        second.kill()

@@ -32,6 +32,7 @@ class Entry:
     target_info: os.stat_result | None
     """The symlink's target, when the entry is a symlink whose target exists."""
     symlink_target: str | None
+    """The absolute path in the sandbox a symlink leads to, every link on the way followed."""
 
 
 def resolve(path: str, user: User) -> str:
@@ -50,18 +51,15 @@ def entry(root: str, path: str) -> Entry:
     """Stat `path` without following a final symlink (its target's info is added)."""
     with walk_parent(root, path, create_dirs=False) as (parent, name):
         info = os.stat(name, dir_fd=parent, follow_symlinks=False)
-        link = os.readlink(name, dir_fd=parent) if stat.S_ISLNK(info.st_mode) else None
-    target_info = None
-    if link is not None:
+    target, target_info = None, None
+    if stat.S_ISLNK(info.st_mode):
+        target = os.path.normpath(resolve_final(root, path))
         try:
-            with walk_parent(root, resolve_final(root, path), create_dirs=False) as (
-                parent,
-                name,
-            ):
+            with walk_parent(root, target, create_dirs=False) as (parent, name):
                 target_info = os.stat(name, dir_fd=parent, follow_symlinks=False)
         except OSError:
             target_info = None
-    return Entry(os.path.basename(path) or "/", path, info, target_info, link)
+    return Entry(os.path.basename(path) or "/", path, info, target_info, target)
 
 
 def list_dir(root: str, path: str, depth: int, most: int = MAX_ENTRIES) -> list[Entry]:

@@ -66,8 +66,9 @@ def _entry_info(found: Entry, users: dict[int, str], groups: dict[int, str]) -> 
         owner=users.get(info.st_uid, str(info.st_uid)),
         group=groups.get(info.st_gid, str(info.st_gid)),
         modified_time=Timestamp(seconds=int(info.st_mtime), nanos=info.st_mtime_ns % 10**9),
+        # as E2B's daemon describes a link: by what it leads to, naming that, the SDK's
+        # `is_symlink` left unset (it would show the type as SYMLINK)
         symlink_target=found.symlink_target,
-        is_symlink=found.symlink_target is not None,
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Coroutine, Mapping
+from datetime import UTC, datetime
 from typing import Annotated, Any
 from urllib.parse import parse_qsl, unquote
 
@@ -151,6 +152,24 @@ def _whole(params: Mapping[str, str], name: str, least: int) -> int | None:
     return int(text)
 
 
+_STATES = {"running", "paused"}
+
+
+def _time(params: Mapping[str, str], name: str) -> float | None:
+    """An ISO 8601 date and time query parameter as a Unix time, if given (one without a
+    zone is UTC)."""
+    text = params.get(name)
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise E2BError(
+            400, f"{name} must be an ISO 8601 date and time, got {shown(text)}"
+        ) from None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
 def _timeout(body: dict[str, Any]) -> int | None:
     """The body's `timeout` in seconds, or None when it has none (absent or null)."""
     value = body.get("timeout")
@@ -190,9 +209,16 @@ def _control_plane(server: SwarmServer) -> APIRouter:
         params = request.query_params
         wanted = _metadata_filter(params.get("metadata"))
         states = {s for p in params.getlist("state") for s in p.split(",") if s}
+        if not states <= _STATES:
+            raise E2BError(400, f"state must be running or paused, got {shown(sorted(states))}")
+        order = params.get("order") or "asc"
+        if order not in ("asc", "desc"):
+            raise E2BError(400, f"order must be asc or desc, got {shown(order)}")
+        template, after = params.get("template"), _time(params, "startedAfter")
         # every live sandbox here runs (none is paused)
-        boxes = server.sandboxes(owner, wanted) if not states or "running" in states else []
-        found = [listed(box) for box in boxes]
+        running = not states or "running" in states
+        boxes = server.sandboxes(owner, wanted, template, after) if running else []
+        found = [listed(box) for box in (reversed(boxes) if order == "desc" else boxes)]
         # the token is the next page's offset; without a limit, the page is every sandbox
         start = _whole(params, "nextToken", 0) or 0
         limit = _whole(params, "limit", 1) or max(1, len(found))
