@@ -113,3 +113,43 @@ def test_a_gzip_body_that_inflates_past_the_file_limit_is_refused_unwritten(
     assert answer.status_code == 413 and "limit" in answer.json()["message"], answer.text
     assert not victim.files.exists("/tmp/bomb")
     assert server.health()["status"] == "ok"
+
+
+def test_a_signed_url_opens_its_one_operation_path_and_user_only(
+    server: Server, two: tuple[e2b.Sandbox, e2b.Sandbox]
+) -> None:
+    victim, attacker = two
+    victim.files.write("/tmp/mine", "the victim's")
+    victim.commands.run("echo secret > /root/secret && echo x > /tmp/other", user="root")
+    url = httpx.URL(victim.download_url("/tmp/mine"))
+    assert httpx.get(url).text == "the victim's"
+    refused = [
+        url.copy_set_param("path", "/tmp/other"),  # another path
+        url.copy_set_param("username", "root"),  # another user
+        url.copy_set_param("signature", "v1_" + "A" * 43),  # a made-up signature
+        url.copy_remove_param("signature").copy_set_param("signature", ""),
+        httpx.URL(victim.download_url("/tmp/mine", use_signature_expiration=600)).copy_set_param(
+            "signature_expiration",
+            "99999999999",  # a later expiry than the one signed
+        ),
+    ]
+    for forged in refused:
+        answer = httpx.get(forged)
+        assert answer.status_code == 401, (forged, answer.text)
+    # the Basic user of a header does not stand in for the signed one
+    assert (
+        httpx.get(url.copy_set_param("path", "/root/secret"), auth=("root", "")).status_code == 401
+    )
+    assert httpx.get(url, auth=("root", "")).text == "the victim's"
+    # a read's URL does not write, and a write's writes only its own path
+    assert httpx.post(url, content=b"overwritten").status_code == 401
+    upload = victim.upload_url("/tmp/drop")
+    sent = httpx.post(upload, files={"file": ("/tmp/mine", b"x")})
+    assert sent.status_code == 200 and victim.files.read("/tmp/mine") == "the victim's"
+    assert httpx.post(upload.replace("drop", "mine"), files={"f": ("y", b"x")}).status_code == 401
+    # the attacker's own signature names the attacker's sandbox, never the victim's
+    attacker.files.write("/tmp/mine", "the attacker's")
+    theirs = httpx.URL(attacker.download_url("/tmp/mine"))
+    answer = httpx.get(theirs, headers={"E2b-Sandbox-Id": victim.sandbox_id})
+    assert answer.text == "the attacker's"
+    assert victim.files.read("/tmp/mine") == "the victim's"

@@ -174,6 +174,10 @@ class LongLivedSandboxes:
         """The record of a sandbox within `owner`'s reach, alive or ended (None if unknown)."""
         return self._store.long_lived(sandbox_id, owner)
 
+    def of_all(self) -> list[LongLivedSandbox]:
+        """Every live sandbox, whoever's."""
+        return list(self._live.values())
+
     def of(self, owner: Owner) -> list[LongLivedSandbox]:
         """The live sandboxes within `owner`'s reach, oldest first."""
         return [box for box in self._live.values() if _reaches(owner, box)]

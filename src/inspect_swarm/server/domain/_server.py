@@ -362,6 +362,11 @@ class SwarmServer:
             raise NotFound(f"sandbox {sandbox_id!r} not found")
         return box
 
+    def signed_sandbox(self, proves: Callable[[str], bool]) -> LongLivedSandbox | None:
+        """The live long-lived sandbox whose access token `proves` (a signed URL of its E2B
+        daemon, which names its sandbox only by a signature made with that token)."""
+        return next((box for box in self._sandboxes.of_all() if proves(box.token)), None)
+
     def set_sandbox_timeout(self, sandbox_id: str, owner: Owner, timeout: int) -> LongLivedSandbox:
         """End a live long-lived sandbox within `owner`'s reach `timeout` seconds from now
         (1 up to the server's longest timeout); the sandbox."""

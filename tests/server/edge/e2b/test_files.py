@@ -3,6 +3,7 @@ signed URLs, metadata and symlinks; and what a sandbox's end does to its command
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -112,3 +113,23 @@ def test_listing_pages_orders_and_filters_by_template_time_and_state() -> None:
     finally:
         first.kill()
         second.kill()
+
+
+def test_signed_urls_reach_their_file_without_headers_until_they_expire() -> None:
+    sbx = Sandbox.create()
+    try:
+        sbx.files.write("s.txt", "signed")
+        assert httpx.get(sbx.download_url("s.txt")).text == "signed"
+        assert httpx.get(
+            sbx.download_url("/home/user/s.txt", use_signature_expiration=60)
+        ).text == ("signed")
+        sent = httpx.post(sbx.upload_url("/tmp/up.txt"), files={"file": ("x", b"uploaded")})
+        assert sent.status_code == 200, sent.text
+        assert sbx.files.read("/tmp/up.txt") == "uploaded"
+        assert sbx.files.get_info("/tmp/up.txt").owner == "user"  # the URL's user
+        short = sbx.download_url("s.txt", use_signature_expiration=1)
+        time.sleep(2.5)  # past its expiry, whatever the load
+        expired = httpx.get(short)
+        assert expired.status_code == 401 and "expired" in expired.json()["message"]
+    finally:
+        sbx.kill()

@@ -22,6 +22,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 from protobuf import Oneof
 from protobuf.wkt.google.protobuf.timestamp_pb import Timestamp
+from starlette.datastructures import Headers
 
 from ...sandboxes import _files as _sandbox_files
 from ._envd import KEEPALIVE_SECONDS, Envd, connect_errors
@@ -266,7 +267,7 @@ def _watched(kind: str, event: object) -> pb.WatchDirResponse:
 
 async def read_files(envd: Envd, request: Request) -> Response:
     """`GET /files?path=&username=`: a file's bytes (up to the server's file limit)."""
-    box, user, path = await _target(envd, request, request.query_params.get("path", ""))
+    box, user, path = await _target(envd, request, request.query_params.get("path", ""), "read")
     most = envd.max_file
     try:
         data = await as_user(
@@ -323,7 +324,7 @@ async def write_files(envd: Envd, request: Request) -> JSONResponse:
 
 
 async def _write(envd: Envd, request: Request, name: str, data: bytes) -> dict[str, str]:
-    box, user, path = await _target(envd, request, name)
+    box, user, path = await _target(envd, request, name, "write")
     try:
         await as_user(box.sandbox, user, lambda root: _sandbox_files.write_file(root, path, data))
     except OSError as ex:
@@ -331,9 +332,20 @@ async def _write(envd: Envd, request: Request, name: str, data: bytes) -> dict[s
     return {"name": os.path.basename(path), "type": "file", "path": path}
 
 
-async def _target(envd: Envd, request: Request, path: str) -> tuple[LongLivedSandbox, User, str]:
+async def _target(
+    envd: Envd, request: Request, path: str, operation: str
+) -> tuple[LongLivedSandbox, User, str]:
+    """The sandbox, user and absolute path of a file request: by its headers, or by its
+    signature for a signed URL (which opens that one operation on that one path)."""
     if not path:
         raise E2BError(400, "missing path: name the file with ?path=")
-    box = envd.sandbox(request.headers)
-    user = await envd.user(box, request.headers, request.query_params.get("username"))
+    params, headers = request.query_params, request.headers
+    if "signature" not in params:
+        box = envd.sandbox(headers)
+    elif path != params.get("path"):  # a multipart upload's own file name
+        raise E2BError(401, f"{path}: a signed URL reaches only the path it was signed for")
+    else:
+        box = envd.signed(params, operation)
+        headers = Headers()  # the signed user, never one a header names
+    user = await envd.user(box, headers, params.get("username"))
     return box, user, envd.path("path", path, user)
