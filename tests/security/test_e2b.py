@@ -18,6 +18,11 @@ from ..servers import OTHER_KEY, Server, point_e2b_at
 e2b = pytest.importorskip("e2b")
 
 
+def daemon_headers(sandbox: e2b.Sandbox) -> dict[str, str]:
+    """What a request to a sandbox's daemon names it with."""
+    return {"E2b-Sandbox-Id": sandbox.sandbox_id, "X-Access-Token": str(sandbox._envd_access_token)}
+
+
 @pytest.fixture
 def two(
     server: Server, monkeypatch: pytest.MonkeyPatch
@@ -72,10 +77,7 @@ def test_a_watch_sees_its_own_sandbox_only(
     answer = httpx.post(
         f"{server.url}/filesystem.Filesystem/GetWatcherEvents",
         json={"watcherId": mine._watcher_id},
-        headers={
-            "E2b-Sandbox-Id": attacker.sandbox_id,
-            "X-Access-Token": str(attacker._envd_access_token),
-        },
+        headers=daemon_headers(attacker),
     )
     assert answer.status_code == 404 and answer.json()["code"] == "not_found", answer.text
     # links to the host's root and `..` past the root lead to the attacker's own /tmp
@@ -100,11 +102,7 @@ def test_a_gzip_body_that_inflates_past_the_file_limit_is_refused_unwritten(
     server: Server, two: tuple[e2b.Sandbox, e2b.Sandbox]
 ) -> None:
     victim, _ = two
-    headers = {
-        "E2b-Sandbox-Id": victim.sandbox_id,
-        "X-Access-Token": str(victim._envd_access_token),
-        "Content-Encoding": "gzip",
-    }
+    headers = {**daemon_headers(victim), "Content-Encoding": "gzip"}
     # 300 MiB of zeros in a fraction of a MiB: over the file limit (256 MiB) once inflated
     bomb = gzip.compress(bytes(300 * 1024 * 1024), compresslevel=9)
     answer = httpx.post(
@@ -153,3 +151,35 @@ def test_a_signed_url_opens_its_one_operation_path_and_user_only(
     answer = httpx.get(theirs, headers={"E2b-Sandbox-Id": victim.sandbox_id})
     assert answer.text == "the attacker's"
     assert victim.files.read("/tmp/mine") == "the victim's"
+
+
+def test_metadata_headers_no_file_system_takes_are_refused_before_writing(
+    server: Server, two: tuple[e2b.Sandbox, e2b.Sandbox]
+) -> None:
+    victim, _ = two
+    headers = daemon_headers(victim)
+    refused = [
+        {"X-Metadata-key": "\x7f"},  # not printable
+        {"X-Metadata-key": "v" * 4097},  # past what a value may hold
+        {"X-Metadata-" + "k" * 129: "v"},  # past what a key may hold
+        {f"X-Metadata-k{i}": "v" for i in range(65)},  # more than a file takes
+    ]
+    for extra in refused:
+        answer = httpx.post(
+            f"{server.url}/files",
+            params={"path": "/tmp/meta"},
+            content=b"x",
+            headers={**headers, **extra},
+        )
+        assert answer.status_code == 400 and "X-Metadata" in answer.json()["message"]
+    assert not victim.files.exists("/tmp/meta")
+    # a key is a name in the `user.` namespace only: never `trusted.` or `security.` ones
+    answer = httpx.post(
+        f"{server.url}/files",
+        params={"path": "/tmp/meta"},
+        content=b"x",
+        headers={**headers, "X-Metadata-..%2Fsecurity.capability": "v"},
+    )
+    assert answer.status_code == 200, answer.text
+    listed = victim.commands.run("python3 -c \"import os; print(os.listxattr('/tmp/meta'))\"")
+    assert listed.stdout.strip() == "['user...%2fsecurity.capability']"

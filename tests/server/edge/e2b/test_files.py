@@ -133,3 +133,20 @@ def test_signed_urls_reach_their_file_without_headers_until_they_expire() -> Non
         assert expired.status_code == 401 and "expired" in expired.json()["message"]
     finally:
         sbx.kill()
+
+
+def test_file_metadata_is_written_listed_and_kept_across_a_rename() -> None:
+    sbx = Sandbox.create()
+    try:
+        sbx.files.write("m/a.txt", "a", metadata={"Owner": "agent-1", "stage": "draft"})
+        assert sbx.files.get_info("m/a.txt").metadata == {"owner": "agent-1", "stage": "draft"}
+        sbx.files.rename("m/a.txt", "m/b.txt")
+        [listed] = sbx.files.list("m")
+        assert (listed.name, listed.metadata) == ("b.txt", {"owner": "agent-1", "stage": "draft"})
+        # written again with other metadata: its keys are given the new values
+        sbx.files.write("m/b.txt", "b", metadata={"stage": "final"})
+        assert sbx.files.get_info("m/b.txt").metadata == {"owner": "agent-1", "stage": "final"}
+        sbx.files.write("m/plain.txt", "p")
+        assert sbx.files.get_info("m/plain.txt").metadata is None
+    finally:
+        sbx.kill()

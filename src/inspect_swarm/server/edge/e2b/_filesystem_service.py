@@ -7,6 +7,7 @@ import errno
 import functools
 import gzip
 import os
+import re
 import stat
 import zlib
 from collections.abc import AsyncIterator, Callable
@@ -26,7 +27,7 @@ from starlette.datastructures import Headers
 
 from ...sandboxes import _files as _sandbox_files
 from ._envd import KEEPALIVE_SECONDS, Envd, connect_errors
-from ._file_ops import Entry, as_user, entry, list_dir, make_dir, move, remove
+from ._file_ops import Entry, as_user, entry, list_dir, make_dir, move, remove, write_metadata
 from ._watchers import Watcher, check_room
 from ._wire import E2BError
 
@@ -70,6 +71,7 @@ def _entry_info(found: Entry, users: dict[int, str], groups: dict[int, str]) -> 
         # as E2B's daemon describes a link: by what it leads to, naming that, the SDK's
         # `is_symlink` left unset (it would show the type as SYMLINK)
         symlink_target=found.symlink_target,
+        metadata=found.metadata,
     )
 
 
@@ -325,11 +327,44 @@ async def write_files(envd: Envd, request: Request) -> JSONResponse:
 
 async def _write(envd: Envd, request: Request, name: str, data: bytes) -> dict[str, str]:
     box, user, path = await _target(envd, request, name, "write")
+    metadata = _metadata(request)
+
+    def write(root: str) -> None:
+        _sandbox_files.write_file(root, path, data)
+        if metadata:
+            write_metadata(root, _sandbox_files.resolve_final(root, path), metadata)
+
     try:
-        await as_user(box.sandbox, user, lambda root: _sandbox_files.write_file(root, path, data))
+        await as_user(box.sandbox, user, write)
     except OSError as ex:
         raise _os_error(ex, path) from None
     return {"name": os.path.basename(path), "type": "file", "path": path}
+
+
+_METADATA_HEADER = "x-metadata-"
+_METADATA_KEY = re.compile(r"[!#$%&'*+\-.^_`|~0-9a-z]{1,128}")
+_METADATA_VALUE = re.compile(r"[ -~]{0,4096}")
+_MOST_METADATA = 64
+
+
+def _metadata(request: Request) -> dict[str, str]:
+    """The metadata an upload's `X-Metadata-<key>` headers give its files (keys lowercased,
+    as header names are); 400 naming the header for a key or value E2B would refuse."""
+    found = {
+        name.removeprefix(_METADATA_HEADER): value
+        for name, value in request.headers.items()
+        if name.startswith(_METADATA_HEADER)
+    }
+    if len(found) > _MOST_METADATA:
+        raise E2BError(400, f"{len(found)} X-Metadata headers: send at most {_MOST_METADATA}")
+    for key, value in found.items():
+        if not _METADATA_KEY.fullmatch(key) or not _METADATA_VALUE.fullmatch(value):
+            raise E2BError(
+                400,
+                f"X-Metadata-{key}: a key of 1 to 128 token characters and a value of at most "
+                "4096 printable ASCII characters",
+            )
+    return found
 
 
 async def _target(
