@@ -141,8 +141,9 @@ class Launch:
     cwd: str
     user: User
     stdin: bool
-    terminal: Terminal | None
-    """Its terminal, opened for it (then stdin, stdout and stderr), or None: pipes."""
+    terminal: TerminalSize | None
+    """The size of the terminal to open for it (its stdin, stdout and stderr), or None:
+    pipes."""
 
 
 @dataclass
@@ -173,10 +174,6 @@ class Sandbox:
     async def _start(self, launch: Launch) -> ChildProcess:
         raise NotImplementedError
 
-    def _terminal(self, user: User, size: TerminalSize) -> Terminal:
-        """A new terminal for a command of `user` (blocks)."""
-        raise NotImplementedError
-
     def user(self, name: str) -> User:
         """Look `name` up in the sandbox's own /etc/passwd."""
         if name == "root":
@@ -205,10 +202,7 @@ class Sandbox:
         exist is the process's failure, as in a shell: exit status 127, 126 or 125 and why.
         """
         full_env = {"PATH": DEFAULT_PATH, "HOME": user.home, "USER": user.name, **env}
-        opened = None
-        if terminal is not None:
-            opened = await anyio.to_thread.run_sync(self._terminal, user, terminal)
-        launch = Launch(argv, full_env, cwd or user.home, user, stdin, opened)
+        launch = Launch(argv, full_env, cwd or user.home, user, stdin, terminal)
         process = await self._start(launch)
         self._processes.add(process)
         return process
@@ -360,8 +354,11 @@ class NamespaceSandbox(Sandbox):
         return self.as_user(user, lambda root: open_in_root(root, size))
 
     async def _start(self, launch: Launch) -> ChildProcess:
-        user, terminal = launch.user, launch.terminal
+        user, size = launch.user, launch.terminal
         request = {"argv": list(launch.argv), "env": launch.env, "cwd": launch.cwd}
+        terminal = None
+        if size is not None:
+            terminal = await anyio.to_thread.run_sync(self._terminal, user, size)
         streams = Stdio.of(launch.stdin, terminal)
         if terminal is not None:
             # PID 1 opens it again by name in the command's new session: its controlling tty
@@ -502,10 +499,6 @@ class ProcessSandbox(Sandbox):
         """The private directory that stands in for the sandbox's root."""
         return str(self.dir / "root")
 
-    def _terminal(self, user: User, size: TerminalSize) -> Terminal:
-        """A terminal of the host's devpts (its processes are the server's user's)."""
-        return open_on_host(size)
-
     async def _start(self, launch: Launch) -> HostProcess:
         return self._spawn(launch)
 
@@ -517,6 +510,8 @@ class ProcessSandbox(Sandbox):
             "MARITIME_SANDBOX_ROOT": self.root,
         }
         procs = self.cgroup.procs_files
+        # a terminal of the host's devpts (its processes are the server's user's)
+        terminal = None if launch.terminal is None else open_on_host(launch.terminal)
         return spawn(
             SpawnOptions(
                 launch.argv,
@@ -524,7 +519,7 @@ class ProcessSandbox(Sandbox):
                 str(host_cwd),
                 procs,
                 stdin=launch.stdin,
-                terminal=launch.terminal,
+                terminal=terminal,
             )
         )
 
