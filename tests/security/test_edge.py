@@ -511,6 +511,8 @@ def test_e2b_requests_the_domain_refuses_are_answered_in_e2bs_shape(
         ("GET", f"/sandboxes/{live}", None, OTHER_KEY, 404, live),
         ("DELETE", f"/sandboxes/{live}", None, OTHER_KEY, 404, live),
         ("POST", f"/sandboxes/{live}/timeout", {"timeout": 5}, OTHER_KEY, 404, live),
+        ("GET", f"/sandboxes/{live}/metrics", None, OTHER_KEY, 404, live),
+        ("GET", f"/sandboxes/{live}/metrics?start=soon", None, KEY, 400, "start"),
         ("POST", "/v2/sandboxes/sbx-nothere/connect", {}, KEY, 404, "sbx-nothere"),
     ]
     with server.http() as http:

@@ -12,6 +12,7 @@ import logging
 import os
 import secrets
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 import anyio
@@ -19,11 +20,13 @@ import anyio
 from ..engines._engine import Engine, LiveSandbox
 from ..model._keys import Owner
 from ..model._types import (
+    GIB,
     BootFailed,
     HostExhausted,
     Lease,
     LeaseEnded,
     LongLivedRecord,
+    SandboxMetric,
     SandboxSpec,
     Size,
     new_sandbox_id,
@@ -58,6 +61,8 @@ class LongLivedSandbox:
     end_reason: str | None = None
     """Why it was ended, when something ended it before its timeout."""
     ended: anyio.Event = field(default_factory=anyio.Event)
+    metrics: deque[SandboxMetric] = field(default_factory=lambda: deque(maxlen=METRICS_KEPT))
+    """What it used, sampled every METRICS_SECONDS while it lives, the latest kept."""
 
     @property
     def ending(self) -> bool:
@@ -139,6 +144,7 @@ class LongLivedSandboxes:
         self._live[sandbox_id] = box
         self._store.insert_long_lived(box.record())
         engine.start_soon(self._lifetime, box)
+        engine.start_soon(_sample, box)
         return box
 
     async def _lifetime(self, box: LongLivedSandbox) -> None:
@@ -207,6 +213,38 @@ class LongLivedSandboxes:
     def _end(box: LongLivedSandbox, reason: str) -> None:
         box.end_reason = box.end_reason or reason
         box.scope.cancel()
+
+
+METRICS_SECONDS = 5.0
+"""How often a live sandbox's use of its resources is sampled (as E2B's)."""
+METRICS_KEPT = 4320
+"""The most samples a sandbox keeps: 6 hours' worth, its longest life."""
+
+
+async def _sample(box: LongLivedSandbox) -> None:
+    """Sample what the sandbox uses until it ends (or can no longer be read)."""
+    before = (box.started_at, 0.0)
+    while not box.ending:
+        try:
+            used = await anyio.to_thread.run_sync(box.sandbox.usage)
+        except OSError:  # its cgroups or disk went with it
+            return
+        now = time.time()
+        busy = (used.cpu_seconds - before[1]) / max(now - before[0], 1e-3) / box.size.vcpus
+        before = (now, used.cpu_seconds)
+        metric = SandboxMetric(
+            now,
+            box.size.vcpus,
+            round(min(max(busy, 0.0), 1.0) * 100, 2),
+            used.memory,
+            box.size.memory_gb * GIB,
+            used.cache,
+            used.disk,
+            used.disk_total,
+        )
+        box.metrics.append(metric)
+        with anyio.move_on_after(METRICS_SECONDS):
+            await box.ended.wait()
 
 
 def _reaches(owner: Owner, box: LongLivedSandbox) -> bool:

@@ -47,6 +47,7 @@ from ..model._types import (
     RunSpec,
     SandboxInput,
     SandboxKeyRefused,
+    SandboxMetric,
     SandboxRecord,
     SandboxRequest,
     SandboxSpec,
@@ -361,6 +362,16 @@ class SwarmServer:
         if box is None:
             raise NotFound(f"sandbox {sandbox_id!r} not found")
         return box
+
+    def sandbox_metrics(
+        self, sandbox_id: str, owner: Owner, start: float | None, end: float | None
+    ) -> list[SandboxMetric]:
+        """What a live long-lived sandbox within `owner`'s reach used, sampled from `start`
+        to `end` (Unix times in whole seconds, as E2B's; from its start, to now, when not
+        given), oldest first."""
+        box = self.live_sandbox(sandbox_id, owner)
+        low, high = start or 0.0, end or float("inf")
+        return [metric for metric in box.metrics if low <= int(metric.at) <= high]
 
     def signed_sandbox(self, proves: Callable[[str], bool]) -> LongLivedSandbox | None:
         """The live long-lived sandbox whose access token `proves` (a signed URL of its E2B

@@ -19,6 +19,7 @@ from typing import Any, Protocol, TypeVar
 import anyio.abc
 
 from ..model._types import RunRecord, Size
+from ..sandboxes._cgroups import Usage
 from ..sandboxes._isolation import User
 from ..sandboxes._terminal import TerminalSize
 from ..sandboxes._watch import Change
@@ -99,6 +100,10 @@ class LiveSandbox(Protocol):
 
     def forget(self, process: Any) -> None:
         """Let go of a process that has exited."""
+        ...
+
+    def usage(self) -> Usage:
+        """What the sandbox uses now (OSError or ProcessLookupError once it is gone); blocks."""
         ...
 
     async def watch(self, user: User, path: str, recursive: bool) -> LiveWatch:

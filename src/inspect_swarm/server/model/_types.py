@@ -348,6 +348,22 @@ def new_sandbox_id() -> str:
 # errors
 
 
+@dataclass(frozen=True)
+class SandboxMetric:
+    """What a live sandbox used at one moment (a sample its server took)."""
+
+    at: float
+    """When, as a Unix time."""
+    cpu_count: int
+    cpu_used_pct: float
+    """Its CPU use since the sample before, in percent of its `cpu_count` CPUs."""
+    memory_used: int
+    memory_total: int
+    memory_cache: int
+    disk_used: int
+    disk_total: int
+
+
 class SwarmError(Exception):
     """A request the server cannot carry out: its `code` says why, its message what to do."""
 

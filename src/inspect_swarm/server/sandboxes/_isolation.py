@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import dataclasses
 import errno
 import fcntl
 import functools
@@ -37,7 +38,7 @@ from typing import ClassVar, Literal, TypeVar
 import anyio
 
 from . import _files as _sandbox_files
-from ._cgroups import Cgroups, Limits, SandboxCgroup, default_pids_cap
+from ._cgroups import Cgroups, Limits, SandboxCgroup, Usage, default_pids_cap
 from ._child_process import ChildProcess, HostProcess, SandboxProcess, SpawnOptions, Stdio, spawn
 from ._disks import Disk, DiskError, DiskPool
 from ._forward import MAX_CONNECTIONS, Forwarder
@@ -240,6 +241,10 @@ class Sandbox:
         """Write a file of the sandbox as `user`."""
         self.as_user(user, lambda root: _sandbox_files.write_file(root, path, data))
 
+    def usage(self) -> Usage:
+        """What the sandbox uses now (blocks: it reads the cgroups)."""
+        return self.cgroup.usage()
+
     def oom_killed(self) -> bool:
         """Whether the kernel killed a process of the sandbox for memory."""
         return self.cgroup.oom_kills() > 0
@@ -422,6 +427,17 @@ class NamespaceSandbox(Sandbox):
         old = [entry.path for entry in os.scandir(layers) if ".old" in entry.name]
         if old:
             await anyio.to_thread.run_sync(_remove_trees, old)
+
+    def usage(self) -> Usage:
+        """What the sandbox uses now, its disk's bytes included (blocks)."""
+        used = self.cgroup.usage()
+        if self.layer_fd < 0:
+            return used
+        disk = os.statvfs(f"/proc/self/fd/{self.layer_fd}")
+        total = disk.f_blocks * disk.f_frsize
+        return dataclasses.replace(
+            used, disk=total - disk.f_bfree * disk.f_frsize, disk_total=total
+        )
 
     def _control(self) -> socket.socket:
         if self.control is None:

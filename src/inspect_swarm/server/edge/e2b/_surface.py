@@ -29,7 +29,7 @@ from .._auth import PROVISION, READ, keys_of
 from ._envd import Envd, bad_request
 from ._filesystem_service import FilesystemService, read_files, write_files
 from ._process_service import ProcessService
-from ._wire import E2BError, created, detailed, listed
+from ._wire import E2BError, created, detailed, listed, measured
 
 DEFAULT_TIMEOUT = 300
 """A sandbox's lifetime when its create call names none, as E2B's."""
@@ -139,7 +139,7 @@ def _strings(body: dict[str, Any], name: str) -> dict[str, str]:
     return value
 
 
-_WHOLE = re.compile(r"[0-9]{1,9}")
+_WHOLE = re.compile(r"[0-9]{1,12}")
 
 
 def _whole(params: Mapping[str, str], name: str, least: int) -> int | None:
@@ -230,6 +230,12 @@ def _control_plane(server: SwarmServer) -> APIRouter:
     @router.get("/sandboxes/{sandbox_id}")
     async def get_sandbox(sandbox_id: str, owner: Reader) -> dict[str, Any]:
         return detailed(server.live_sandbox(sandbox_id, owner))
+
+    @router.get("/sandboxes/{sandbox_id}/metrics")
+    async def metrics(sandbox_id: str, request: Request, owner: Reader) -> list[dict[str, Any]]:
+        params = request.query_params
+        start, end = _whole(params, "start", 0), _whole(params, "end", 0)
+        return [measured(m) for m in server.sandbox_metrics(sandbox_id, owner, start, end)]
 
     @router.delete("/sandboxes/{sandbox_id}")
     async def kill(sandbox_id: str, owner: Provisioner) -> Response:

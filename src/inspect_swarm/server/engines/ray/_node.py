@@ -33,7 +33,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ...model._types import Outcome, RunSpec, SandboxInput
-from ...sandboxes._cgroups import Limits
+from ...sandboxes._cgroups import Limits, Usage
 from ...sandboxes._child_process import ChildProcess
 from ...sandboxes._isolation import IsolationConfig, Sandbox, SandboxError, SandboxHost, User
 from ...sandboxes._terminal import TerminalSize
@@ -404,6 +404,10 @@ class HeldSandbox:
         """Close the process's stdin."""
         if (process := self._processes.get(key)) is not None:
             process.close_stdin()
+
+    async def usage(self) -> Usage:
+        """What the sandbox uses now."""
+        return await anyio.to_thread.run_sync(self._sandbox.usage)
 
     async def watch(self, user: User, path: str, recursive: bool) -> int:
         """Watch a directory of the sandbox: the watch's key here."""

@@ -20,7 +20,7 @@ import ray
 import ray.exceptions
 
 from ...model._types import GIB
-from ...sandboxes._cgroups import Limits
+from ...sandboxes._cgroups import Limits, Usage
 from ...sandboxes._isolation import ROOT, SandboxError, User
 from ...sandboxes._terminal import TerminalSize
 from ...sandboxes._watch import Change
@@ -170,6 +170,10 @@ class RaySandbox:
         except ray.exceptions.RayError:
             raise SandboxError(self._gone()) from None
         return RayProcess(self, key, pid, terminal is not None)
+
+    def usage(self) -> Usage:
+        """What the sandbox uses now, on its node (blocks)."""
+        return self._blocking(HeldSandbox.usage)  # type: ignore[no-any-return]
 
     async def watch(self, user: User, path: str, recursive: bool) -> RayWatch:
         """Watch a directory of the sandbox, on its node."""
