@@ -331,8 +331,9 @@ class NamespaceSandbox(Sandbox):
     """A socket listening inside the sandbox, whose connections go to the server."""
     _sending: anyio.Lock = field(default_factory=anyio.Lock)
     _fds: threading.Lock = field(default_factory=threading.Lock)
-    """Held while PID 1's or the root's descriptor is opened from or closed: file access
-    runs on worker threads, and a number closed under it could be another sandbox's next."""
+    """Held while PID 1's, the root's or the layers' descriptor is used from or closed: file
+    access runs on worker threads, and a number closed under it could be another sandbox's
+    next."""
     reusable = True
 
     @property
@@ -431,9 +432,10 @@ class NamespaceSandbox(Sandbox):
     def usage(self) -> Usage:
         """What the sandbox uses now, its disk's bytes included (blocks)."""
         used = self.cgroup.usage()
-        if self.layer_fd < 0:
-            return used
-        disk = os.statvfs(f"/proc/self/fd/{self.layer_fd}")
+        with self._fds:  # not a number closed meanwhile, maybe another's by now
+            if self.layer_fd < 0:
+                return used
+            disk = os.statvfs(f"/proc/self/fd/{self.layer_fd}")
         total = disk.f_blocks * disk.f_frsize
         return dataclasses.replace(
             used, disk=total - disk.f_bfree * disk.f_frsize, disk_total=total
@@ -496,12 +498,13 @@ class NamespaceSandbox(Sandbox):
         with self._fds:
             self.init_fd = _closed(self.init_fd)
             self.root_fd = _closed(self.root_fd)
-        if self.disks is not None and self.layer_fd >= 0:
+            layer, self.layer_fd = self.layer_fd, -1
+        if self.disks is not None and layer >= 0:
             # the disk's last mount: PID 1 ended without waiting to unmount it, and
             # neither does this
-            self.disks.let_go(self.layer_fd)
-            self.layer_fd = -1
-        self.layer_fd = _closed(self.layer_fd)
+            self.disks.let_go(layer)
+        else:
+            _closed(layer)
         if self.disk is not None:
             self.disk.unlink(missing_ok=True)  # its space goes with the last mount of it
 
