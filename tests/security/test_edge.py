@@ -476,7 +476,10 @@ def test_e2b_list_parameters_are_checked_and_paging_ends(
 ) -> None:
     api = {"X-API-KEY": KEY}
     with server.http() as http:
-        for query in ("limit=abc", "limit=0", "limit=-1", "nextToken=abc", "nextToken=-1"):
+        for query in (
+            *("limit=abc", "limit=0", "limit=-1", "nextToken=abc", "nextToken=-1"),
+            *("order=up", "state=frozen", "startedAfter=yesterday", "startedAfter=%00"),
+        ):
             response = http.get(f"/v2/sandboxes?{query}", headers=api)
             assert response.status_code == 400, query
             assert query.split("=")[0] in response.json()["message"]
@@ -508,6 +511,8 @@ def test_e2b_requests_the_domain_refuses_are_answered_in_e2bs_shape(
         ("GET", f"/sandboxes/{live}", None, OTHER_KEY, 404, live),
         ("DELETE", f"/sandboxes/{live}", None, OTHER_KEY, 404, live),
         ("POST", f"/sandboxes/{live}/timeout", {"timeout": 5}, OTHER_KEY, 404, live),
+        ("GET", f"/sandboxes/{live}/metrics", None, OTHER_KEY, 404, live),
+        ("GET", f"/sandboxes/{live}/metrics?start=soon", None, KEY, 400, "start"),
         ("POST", "/v2/sandboxes/sbx-nothere/connect", {}, KEY, 404, "sbx-nothere"),
     ]
     with server.http() as http:
@@ -519,6 +524,40 @@ def test_e2b_requests_the_domain_refuses_are_answered_in_e2bs_shape(
         # the sandbox another account asked for is untouched
         assert http.get(f"/sandboxes/{live}", headers={"X-API-KEY": KEY}).status_code == 200
     assert server.health()["status"] == "ok"
+
+
+def test_e2b_paths_this_server_lacks_are_e2bs_501_whatever_the_method_or_account(
+    server: Server, e2b_box: dict[str, str]
+) -> None:
+    # a feature the server does not offer: E2B's body naming the call (the SDK shows it), not
+    # the web framework's 404 or 405 (the SDK would take it for a missing sandbox, or fail
+    # to read it), and never a way around the account check of what it does offer
+    live = e2b_box["E2b-Sandbox-Id"]
+    lacking = [
+        ("POST", f"/sandboxes/{live}/fork"),
+        ("GET", f"/sandboxes/{live}/logs"),
+        ("PUT", f"/sandboxes/{live}/network"),
+        ("GET", "/volumes"),
+        ("DELETE", "/templates/base"),
+        ("POST", "/v3/templates"),
+        ("PATCH", "/sandboxes"),
+    ]
+    with server.http() as http:
+        for method, path in lacking:
+            for key in (KEY, OTHER_KEY):
+                answer = http.request(method, path, json={}, headers={"X-API-KEY": key})
+                assert answer.status_code == 501, (method, path, answer.text)
+                assert answer.json() == {
+                    "code": 501,
+                    "message": f"{method} {path}: this swarm server does not offer it "
+                    "(its E2B page lists what it offers)",
+                }
+        # what it offers still checks the account; the Swarms API keeps its own shape
+        assert (
+            http.delete(f"/sandboxes/{live}", headers={"X-API-KEY": OTHER_KEY}).status_code == 404
+        )
+        assert http.get(f"/sandboxes/{live}", headers={"X-API-KEY": KEY}).status_code == 200
+        assert http.put("/api/swarms").json()["code"] == "method_not_allowed"
 
 
 def test_e2b_paths_and_commands_no_system_call_takes_are_a_400_on_a_live_connection(

@@ -47,6 +47,7 @@ from ..model._types import (
     RunSpec,
     SandboxInput,
     SandboxKeyRefused,
+    SandboxMetric,
     SandboxRecord,
     SandboxRequest,
     SandboxSpec,
@@ -325,12 +326,23 @@ class SwarmServer:
         return await self._sandboxes.start(owner, lease, spec)
 
     def sandboxes(
-        self, owner: Owner, metadata: Mapping[str, str] | None = None
+        self,
+        owner: Owner,
+        metadata: Mapping[str, str] | None = None,
+        template: str | None = None,
+        started_after: float | None = None,
     ) -> list[LongLivedSandbox]:
         """The live long-lived sandboxes within `owner`'s reach whose metadata has every
-        entry of `metadata`, oldest first."""
+        entry of `metadata`, of `template` and started at or after `started_after` (a Unix
+        time) when given, oldest first."""
         wanted = dict(metadata or {}).items()
-        return [box for box in self._sandboxes.of(owner) if wanted <= box.metadata.items()]
+        return [
+            box
+            for box in self._sandboxes.of(owner)
+            if wanted <= box.metadata.items()
+            and template in (None, box.template)
+            and box.started_at >= (started_after or 0)
+        ]
 
     def sandbox(
         self, sandbox_id: str, owner: Owner
@@ -350,6 +362,21 @@ class SwarmServer:
         if box is None:
             raise NotFound(f"sandbox {sandbox_id!r} not found")
         return box
+
+    def sandbox_metrics(
+        self, sandbox_id: str, owner: Owner, start: float | None, end: float | None
+    ) -> list[SandboxMetric]:
+        """What a live long-lived sandbox within `owner`'s reach used, sampled from `start`
+        to `end` (Unix times in whole seconds, as E2B's; from its start, to now, when not
+        given), oldest first."""
+        box = self.live_sandbox(sandbox_id, owner)
+        low, high = start or 0.0, end or float("inf")
+        return [metric for metric in box.metrics if low <= int(metric.at) <= high]
+
+    def signed_sandbox(self, proves: Callable[[str], bool]) -> LongLivedSandbox | None:
+        """The live long-lived sandbox whose access token `proves` (a signed URL of its E2B
+        daemon, which names its sandbox only by a signature made with that token)."""
+        return next((box for box in self._sandboxes.of_all() if proves(box.token)), None)
 
     def set_sandbox_timeout(self, sandbox_id: str, owner: Owner, timeout: int) -> LongLivedSandbox:
         """End a live long-lived sandbox within `owner`'s reach `timeout` seconds from now

@@ -8,6 +8,7 @@ from typing import Any
 from ..model._types import (
     BootFailed,
     EngineStopped,
+    HostExhausted,
     IdempotencyConflict,
     ImageUnsupported,
     InvalidRequest,
@@ -41,6 +42,7 @@ _STATUS: dict[type[SwarmError], int] = {
     MemoryFull: 429,
     BootFailed: 500,
     EngineStopped: 503,
+    HostExhausted: 503,
 }
 
 

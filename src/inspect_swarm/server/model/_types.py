@@ -349,6 +349,22 @@ def new_sandbox_id() -> str:
 # errors
 
 
+@dataclass(frozen=True)
+class SandboxMetric:
+    """What a live sandbox used at one moment (a sample its server took)."""
+
+    at: float
+    """When, as a Unix time."""
+    cpu_count: int
+    cpu_used_pct: float
+    """Its CPU use since the sample before, in percent of its `cpu_count` CPUs."""
+    memory_used: int
+    memory_total: int
+    memory_cache: int
+    disk_used: int
+    disk_total: int
+
+
 class SwarmError(Exception):
     """A request the server cannot carry out: its `code` says why, its message what to do."""
 
@@ -480,6 +496,19 @@ class BootFailed(SwarmError):
     """A sandbox could not be made."""
 
     code = "boot_failed"
+
+
+class HostExhausted(SwarmError):
+    """A sandbox could not be made for lack of a resource of this machine (memory, disk
+    space, descriptors, processes): the request was fine, a later one may succeed."""
+
+    code = "host_exhausted"
+
+    def __init__(self, resource: str, cause: str) -> None:
+        super().__init__(
+            f"sandbox boot failed: this machine is short of {resource} ({cause}); "
+            "try again once sandboxes have ended"
+        )
 
 
 class LeaseEnded(SwarmError):

@@ -30,7 +30,7 @@ from ..model._types import (
     Size,
 )
 
-ENVD_VERSION = "0.5.7"
+ENVD_VERSION = "0.6.2"
 """The envd protocol version this server speaks (gates the E2B SDK's features)."""
 
 

@@ -37,7 +37,8 @@ network, if asked, or `error: ...`; or only `error: ...` from the factory.
 
 Requests on the control socket: `spawn` with descriptors [request, status, stdout, stderr,
 stdin?], the request a memfd holding {"argv", "env", "cwd", "user", "uid", "gid"} (argv may
-be megabytes); `signal PID SIG` sends SIG to the process group of a command still running;
+be megabytes) and, for a command on a terminal (the three descriptors its end), "tty": the
+terminal's path, which the command opens as its controlling terminal; `signal PID SIG` sends SIG to the process group of a command still running;
 `reset HOSTNAME` makes the sandbox anew for a run's next command (`_reset`: a fraction of a
 boot's cost, most of which is the PID and network namespaces and the fork of PID 1), then
 answers as a boot does, `ready [listener]` (with a new listener if the network was made
@@ -1201,7 +1202,7 @@ def _start(request: dict[str, Any], stdin: int, stdout: int, stderr: int) -> int
             _enter(cwd, groups is not None)
         except OSError as ex:
             raise _NotStarted(f"cannot change directory to {cwd!r}: {ex.strerror}", 125) from None
-        return _spawnp(argv, env, (stdin, stdout, stderr))
+        return _spawnp(argv, env, (stdin, stdout, stderr), request.get("tty"))
     finally:
         if groups is not None:
             _become_root(groups)
@@ -1218,16 +1219,26 @@ def _enter(cwd: str, as_user: bool) -> None:
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
 
 
-def _spawnp(argv: list[str], env: dict[str, str], stdio: tuple[int, int, int]) -> int:
+def _spawnp(
+    argv: list[str], env: dict[str, str], stdio: tuple[int, int, int], tty: str | None
+) -> int:
+    actions: list[tuple[Any, ...]] = [(os.POSIX_SPAWN_DUP2, fd, n) for n, fd in enumerate(stdio)]
+    if tty is not None:
+        # opened by name in its new session (glibc's child calls setsid first), a terminal
+        # becomes the session's controlling terminal
+        actions.append((os.POSIX_SPAWN_OPEN, 0, tty, os.O_RDWR, 0))
     try:
         return os.posix_spawnp(
             argv[0],
             argv,
             env,
-            file_actions=[(os.POSIX_SPAWN_DUP2, fd, n) for n, fd in enumerate(stdio)],
+            file_actions=actions,
             setsid=True,
             resetids=True,
             setsigdef=_DEFAULT_SIGNALS,
+            # none blocked, whatever the thread that started the server had blocked (a Ray
+            # worker's): a terminal's ^C, or a SIGTERM, reaches the command
+            setsigmask=(),
         )
     except OSError as ex:
         code = 127 if ex.errno == errno.ENOENT else 126

@@ -76,3 +76,19 @@ class E2BDetailed(E2BListed):
 
     envdAccessToken: str
     domain: None
+
+
+class E2BMetric(BaseModel):
+    """One sample of a sandbox's use of CPU, memory and disk."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    timestamp: str
+    timestampUnix: int
+    cpuCount: int
+    cpuUsedPct: float
+    memUsed: int
+    memTotal: int
+    memCache: int
+    diskUsed: int
+    diskTotal: int

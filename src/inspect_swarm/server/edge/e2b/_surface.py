@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Coroutine, Mapping
+from datetime import UTC, datetime
 from typing import Annotated, Any
 from urllib.parse import parse_qsl, unquote
 
@@ -32,12 +33,13 @@ from ._answers import (
     E2BDetailed,
     E2BErrorBody,
     E2BListed,
+    E2BMetric,
     E2BTimeoutBody,
 )
 from ._envd import Envd, bad_request
 from ._filesystem_service import FilesystemService, read_files, write_files
 from ._process_service import ProcessService
-from ._wire import E2BError, created, detailed, listed
+from ._wire import E2BError, created, detailed, listed, measured
 
 DEFAULT_TIMEOUT = 300
 """A sandbox's lifetime when its create call names none, as E2B's."""
@@ -59,6 +61,8 @@ def mount(app: FastAPI, server: SwarmServer, max_file: int) -> None:
     app.mount("/process.Process", ProcessASGIApplication(ProcessService(envd), codecs=codecs))
     filesystem = FilesystemASGIApplication(FilesystemService(envd), codecs=codecs)
     app.mount("/filesystem.Filesystem", filesystem)
+    # last: the paths above are matched first, whatever their method
+    app.include_router(_not_offered())
 
 
 class _E2BRoute(APIRoute):
@@ -145,7 +149,7 @@ def _strings(body: dict[str, Any], name: str) -> dict[str, str]:
     return value
 
 
-_WHOLE = re.compile(r"[0-9]{1,9}")
+_WHOLE = re.compile(r"[0-9]{1,12}")
 
 
 def _whole(params: Mapping[str, str], name: str, least: int) -> int | None:
@@ -156,6 +160,24 @@ def _whole(params: Mapping[str, str], name: str, least: int) -> int | None:
     if not _WHOLE.fullmatch(text) or int(text) < least:
         raise E2BError(400, f"{name} must be a whole number of {least} or more, got {shown(text)}")
     return int(text)
+
+
+_STATES = {"running", "paused"}
+
+
+def _time(params: Mapping[str, str], name: str) -> float | None:
+    """An ISO 8601 date and time query parameter as a Unix time, if given (one without a
+    zone is UTC)."""
+    text = params.get(name)
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise E2BError(
+            400, f"{name} must be an ISO 8601 date and time, got {shown(text)}"
+        ) from None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
 
 
 def _timeout(body: dict[str, Any]) -> int | None:
@@ -182,6 +204,14 @@ _LIST_PARAMETERS = [
      "description": "The page after the one whose `x-next-token` header gave this."},
 ]  # fmt: skip
 """The list's query parameters (it reads them itself, refusing a bad one in E2B's shape)."""
+
+_METRICS_PARAMETERS = [
+    {"name": name, "in": "query", "schema": {"type": "integer", "minimum": 0},
+     "description": f"{what} of the samples wanted, in seconds since the epoch (default: {default})."}
+    for name, what, default in (("start", "The earliest time", "the first kept"),
+                                ("end", "The latest time", "now"))
+]  # fmt: skip
+"""The metrics' time range."""
 
 
 def _control_plane(server: SwarmServer) -> APIRouter:
@@ -230,9 +260,16 @@ def _control_plane(server: SwarmServer) -> APIRouter:
         params = request.query_params
         wanted = _metadata_filter(params.get("metadata"))
         states = {s for p in params.getlist("state") for s in p.split(",") if s}
+        if not states <= _STATES:
+            raise E2BError(400, f"state must be running or paused, got {shown(sorted(states))}")
+        order = params.get("order") or "asc"
+        if order not in ("asc", "desc"):
+            raise E2BError(400, f"order must be asc or desc, got {shown(order)}")
+        template, after = params.get("template"), _time(params, "startedAfter")
         # every live sandbox here runs (none is paused)
-        boxes = server.sandboxes(owner, wanted) if not states or "running" in states else []
-        found = [listed(box) for box in boxes]
+        running = not states or "running" in states
+        boxes = server.sandboxes(owner, wanted, template, after) if running else []
+        found = [listed(box) for box in (reversed(boxes) if order == "desc" else boxes)]
         # the token is the next page's offset; without a limit, the page is every sandbox
         start = _whole(params, "nextToken", 0) or 0
         limit = _whole(params, "limit", 1) or max(1, len(found))
@@ -251,6 +288,20 @@ def _control_plane(server: SwarmServer) -> APIRouter:
     )
     async def get_sandbox(sandbox_id: str, owner: Reader) -> dict[str, Any]:
         return detailed(server.live_sandbox(sandbox_id, owner))
+
+    @route(
+        "GET",
+        "/sandboxes/{sandbox_id}/metrics",
+        ok={200: list[E2BMetric]},
+        errors=(400, 401, 403, 404),
+        error=error,
+        summary="A live sandbox's metrics",
+        extra={"parameters": _METRICS_PARAMETERS},
+    )
+    async def metrics(sandbox_id: str, request: Request, owner: Reader) -> list[dict[str, Any]]:
+        params = request.query_params
+        start, end = _whole(params, "start", 0), _whole(params, "end", 0)
+        return [measured(m) for m in server.sandbox_metrics(sandbox_id, owner, start, end)]
 
     @route(
         "DELETE",
@@ -297,6 +348,40 @@ def _control_plane(server: SwarmServer) -> APIRouter:
             return created(server.live_sandbox(sandbox_id, owner))
         return created(server.set_sandbox_timeout(sandbox_id, owner, timeout))
 
+    return router
+
+
+_E2B_API = (
+    "sandboxes",
+    "v2/sandboxes",
+    "snapshots",
+    "templates",
+    "v2/templates",
+    "v3/templates",
+    "volumes",
+    "secrets",
+    "default-templates",
+)
+"""The paths of E2B's API (each with what lies under it), answered in E2B's shape even
+where this server offers nothing."""
+_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+
+
+def _not_offered() -> APIRouter:
+    """E2B's 501 for the rest of E2B's API: the SDK shows its message (a 404 or 405 in
+    another shape would be taken for a missing sandbox, or fail to parse)."""
+    router = APIRouter()
+
+    async def refuse(request: Request) -> Response:
+        raise E2BError(
+            501,
+            f"{request.method} {request.url.path}: this swarm server does not offer it "
+            "(its E2B page lists what it offers)",
+        )
+
+    for prefix in _E2B_API:
+        router.add_api_route(f"/{prefix}", refuse, methods=_METHODS)
+        router.add_api_route(f"/{prefix}/{{rest:path}}", refuse, methods=_METHODS)
     return router
 
 

@@ -20,8 +20,10 @@ import ray
 import ray.exceptions
 
 from ...model._types import GIB
-from ...sandboxes._cgroups import Limits
+from ...sandboxes._cgroups import Limits, Usage
 from ...sandboxes._isolation import ROOT, SandboxError, User
+from ...sandboxes._terminal import TerminalSize
+from ...sandboxes._watch import Change
 from ._calls import AgentHandle, Pending, answer
 from ._node import Answer, HeldSandbox
 from ._place import Agents, Room
@@ -49,10 +51,11 @@ def _value(answer: Answer) -> Any:
 class RayProcess:
     """A process of a sandbox on a node, as the server sees it (a `LiveProcess`)."""
 
-    def __init__(self, sandbox: RaySandbox, key: int, pid: int) -> None:
+    def __init__(self, sandbox: RaySandbox, key: int, pid: int, terminal: bool) -> None:
         self._sandbox = sandbox
         self.key = key
         self._pid = pid
+        self.terminal = terminal
         self._returncode: int | None = None
 
     @property
@@ -100,6 +103,35 @@ class RayProcess:
         """Close its stdin."""
         self._sandbox.send(HeldSandbox.close_stdin, self.key)
 
+    def resize(self, size: TerminalSize) -> None:
+        """Resize its terminal."""
+        if not self.terminal:
+            raise ValueError(f"process {self._pid} has no terminal")
+        self._sandbox.send(HeldSandbox.resize, self.key, size)
+
+
+class RayWatch:
+    """A watch of a directory of a sandbox on a node, as the server sees it (a `LiveWatch`)."""
+
+    def __init__(self, sandbox: RaySandbox, key: int) -> None:
+        self._sandbox = sandbox
+        self._key = key
+
+    async def changes(self) -> AsyncIterator[list[Change]]:
+        """Batches of changes until the watch's end (or its node's)."""
+        while True:
+            try:
+                batch = await self._sandbox.call(HeldSandbox.changes, self._key)
+            except ray.exceptions.RayError:
+                return
+            if batch is None:
+                return
+            yield batch
+
+    def close(self) -> None:
+        """Stop watching."""
+        self._sandbox.send(HeldSandbox.unwatch, self._key)
+
 
 class RaySandbox:
     """A long-lived sandbox on a node, as the server sees it (a `LiveSandbox`)."""
@@ -130,13 +162,27 @@ class RaySandbox:
         cwd: str | None = None,
         user: User = ROOT,
         stdin: bool = False,
+        terminal: TerminalSize | None = None,
     ) -> RayProcess:
         """Start `argv` in the sandbox, on its node."""
+        args = (argv, dict(env), cwd, user, stdin, terminal)
         try:
-            key, pid = await self.call(HeldSandbox.exec, argv, dict(env), cwd, user, stdin)
+            key, pid = await self.call(HeldSandbox.exec, *args)
         except ray.exceptions.RayError:
             raise SandboxError(self._gone()) from None
-        return RayProcess(self, key, pid)
+        return RayProcess(self, key, pid, terminal is not None)
+
+    def usage(self) -> Usage:
+        """What the sandbox uses now, on its node (blocks)."""
+        return self._blocking(HeldSandbox.usage)  # type: ignore[no-any-return]
+
+    async def watch(self, user: User, path: str, recursive: bool) -> RayWatch:
+        """Watch a directory of the sandbox, on its node."""
+        try:
+            key = await self.call(HeldSandbox.watch, user, path, recursive)
+        except ray.exceptions.RayError:
+            raise ProcessLookupError(errno.ESRCH, self._gone()) from None
+        return RayWatch(self, key)
 
     def forget(self, process: Any) -> None:
         """Let go of a process that exited."""
