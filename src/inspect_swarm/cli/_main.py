@@ -21,7 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from ..client._contexts import HOSTED_API_URL, LOCAL
-from ..server._defaults import DEFAULT_PORT, default_memory_gib, default_state_dir
+from ..server._defaults import (
+    DEFAULT_PORT,
+    default_console_port,
+    default_memory_gib,
+    default_state_dir,
+)
 from ._logs import add_log_commands
 
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
@@ -61,6 +66,12 @@ def _non_negative(text: str) -> float:
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"expected a number of GiB, 0 or more, got {text!r}")
     return value
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535, got {text!r}")
+    return int(text)
 
 
 def _positive(text: str) -> int:
@@ -365,7 +376,20 @@ def _server_parser(server: argparse.ArgumentParser) -> None:
         metavar="ADDR",
         help="the Ray cluster's HOST:PORT (default: the cluster this machine is part of)",
     )
-    add("--ready-file", type=Path, metavar="FILE", help="write {url, apiKey} here once listening")
+    add(
+        "--console-port",
+        type=_port,
+        metavar="PORT",
+        help="the web console's port (default: the API's port + 1, here "
+        f"{default_console_port(DEFAULT_PORT)}; any free port when --port is 0; 0: any free port)",
+    )
+    add("--no-console", action="store_true", help="serve no web console")
+    add(
+        "--ready-file",
+        type=Path,
+        metavar="FILE",
+        help="write {url, consoleUrl, apiKey} here once listening",
+    )
     add(
         "--context",
         default=LOCAL,
@@ -591,6 +615,8 @@ def _server(args: argparse.Namespace) -> int:
             engine=args.engine,
             ray_address=args.ray_address,
             log_level=log_level,
+            console=not args.no_console,
+            console_port=args.console_port,
         ),
         on_ready=None if args.no_context else partial(_record_context, args.context),
     )

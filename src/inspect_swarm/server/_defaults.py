@@ -11,6 +11,12 @@ from pathlib import Path
 DEFAULT_PORT = 8767
 
 
+def default_console_port(api_port: int) -> int:
+    """The web console's port unless told: the one after the API's, or any free one when the
+    API's is (0)."""
+    return 0 if api_port == 0 else api_port + 1
+
+
 def default_state_dir() -> Path:
     """Where the server keeps its database and sandboxes unless told otherwise."""
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")

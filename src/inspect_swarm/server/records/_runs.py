@@ -56,6 +56,11 @@ class RunView:
             self.counts[sandbox.status] += 1
 
     @property
+    def sandboxes(self) -> Sequence[SandboxRecord]:
+        """The run's sandboxes in input order (read only: `Runs` makes every change)."""
+        return self._sandboxes
+
+    @property
     def size(self) -> int:
         """Roughly the bytes this view holds (its encoded sandboxes, once encoded)."""
         return len(self._array) if self._array is not None else 512 * len(self._sandboxes)
