@@ -41,6 +41,21 @@ def chromium(**options: Any) -> Iterator[BrowserContext]:
             context.close()
 
 
+@pytest.fixture(scope="module")
+def browser() -> Iterator[BrowserContext]:
+    """One Chromium for the module's tests."""
+    with chromium() as context:
+        yield context
+
+
+@pytest.fixture
+def page(browser: BrowserContext) -> Iterator[Page]:
+    """A new tab of it."""
+    page = browser.new_page()
+    yield page
+    page.close()
+
+
 def sign_in(page: Page, console: str, key: str, path: str = "/") -> None:
     """Open `path` of the console and sign in with `key`; returns once its content shows."""
     page.goto(console + path)

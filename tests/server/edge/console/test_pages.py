@@ -160,3 +160,71 @@ def test_the_lease_and_long_lived_sandboxes_pages(server: Server, console: str) 
             assert "s-ended" in page and "End reason" in page
         finally:
             swarms.sandboxes.kill(box["sandboxId"])
+
+
+def _rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        line = next(line for line in status if line.startswith("VmRSS:"))
+    return int(line.split()[1])
+
+
+def test_polling_consoles_leave_the_server_s_memory_as_it_was(
+    server: Server, console: str, finished: dict[str, object]
+) -> None:
+    """A bounded stand-in for a console left open for an hour: thousands of polls, over more
+    addresses than the fragments kept, grow nothing on the server."""
+    paths = ["/fragments/runs", f"/fragments/runs/{finished['id']}", "/fragments/lease"]
+
+    def poll(times: int) -> None:
+        for i in range(times):
+            client.get(paths[i % 3], params={"q": str(i % 400)})
+
+    with http(console) as client:
+        poll(400)
+        before = _rss_kib(server.process.pid)
+        poll(1600)
+        after = _rss_kib(server.process.pid)
+    assert after - before < 8 * 1024
+
+
+def _events(response: httpx.Response) -> Iterator[tuple[str, str]]:
+    """The server-sent events of a stream: (kind, data)."""
+    kind, data = "", []
+    for line in response.iter_lines():
+        if line.startswith("event: "):
+            kind = line[7:]
+        elif line.startswith("data: "):
+            data.append(line[6:])
+        elif not line and kind:
+            yield kind, "\n".join(data)
+            kind, data = "", []
+
+
+def test_a_stream_sends_the_fragment_again_when_it_changes(server: Server, console: str) -> None:
+    with server.client() as swarms, http(console) as client:
+        run = swarms.swarms.start("sleep 1", count=2, concurrency=1, size=TINY, name="live")
+        sent = []
+        headers = {"Accept": "text/event-stream"}
+        with client.stream("GET", f"/fragments/runs/{run['id']}", headers=headers) as stream:
+            assert stream.headers["content-type"].startswith("text/event-stream")
+            for kind, data in _events(stream):
+                assert kind == "fragment"
+                sent.append(data)
+                if 's-completed">completed' in data:
+                    break
+    assert len(sent) >= 3  # queued or running, one ended, both ended
+    assert len(set(sent)) == len(sent)  # only changes are sent
+
+
+def test_a_stream_ends_when_its_key_stops_working(server: Server, console: str) -> None:
+    with server.client() as swarms:
+        lease_key = swarms.servers.lease()["apiKey"]
+        headers = {"Accept": "text/event-stream"}
+        with http(console, lease_key) as client:
+            with client.stream("GET", "/fragments/runs", headers=headers) as stream:
+                events = _events(stream)
+                assert next(events)[0] == "fragment"
+                swarms.servers.release()
+                kind, data = next(kind_data for kind_data in events if kind_data[0] != "fragment")
+            assert client.get("/fragments/runs").status_code == 401
+    assert kind == "refused" and "sign in again" in data

@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -28,9 +28,10 @@ from ...model._types import LongLivedRecord, SandboxRecord
 from ...records._wire import lease_object, long_lived_object, run_sandbox_object
 from .._access_log import AccessLog
 from .._app import answer_errors
-from .._auth import PROVISION, Keys, Principal, Provisioner, Reader
+from .._auth import PROVISION, Keys, Principal, Provisioner, Reader, keys_of
 from .._middleware import Edge, HttpLimits
-from ._fragments import Fragments
+from ._fragments import Fragment, Fragments
+from ._live import events
 from ._views import (
     RUN_STATUSES,
     SANDBOX_STATUSES,
@@ -142,12 +143,20 @@ class _Console:
     def _answer(
         self, request: Request, who: Principal, template: str, context: Callable[[], dict[str, Any]]
     ) -> Response:
-        """A fragment for `who`, rendered afresh unless a console asked for it a moment ago;
-        304 when the caller has it already."""
+        """A fragment for `who`, rendered afresh unless a console asked for it a moment ago:
+        kept up to date as a stream of events when the request accepts them, else once (304
+        when the caller has it already)."""
         key: Hashable = (who.owner, who.scopes, request.url.path, request.url.query)
         query = dict(request.query_params)
-        made = self._fragments.get(key, lambda: self._render(template, who, query, context()))
+
+        def look() -> Fragment:
+            return self._fragments.get(key, lambda: self._render(template, who, query, context()))
+
+        made = look()  # a refusal (an unknown run, say) is answered here, with its status
         headers = {"ETag": made.etag, "Cache-Control": "no-store"}
+        if "text/event-stream" in request.headers.get("accept", ""):
+            stream = events(keys_of(request), who, look, made)
+            return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
         if request.headers.get("if-none-match") == made.etag:
             return Response(status_code=304, headers=headers)
         return Response(made.body, media_type="text/html; charset=utf-8", headers=headers)

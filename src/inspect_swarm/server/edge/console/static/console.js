@@ -1,22 +1,20 @@
 // The swarm server's console: keeps the signed-in key in this tab's session storage, fills
-// the page with the server's HTML fragment (asked for with the key as the bearer header),
-// asks again every half second, and runs the page's buttons. Listeners are added once, on
+// the page with the server's HTML fragment (asked for with the key as the bearer header and
+// kept up to date over one open answer), and runs the page's buttons. Listeners are added once, on
 // the document; an update replaces the fragment's nodes, so nothing grows while a page is
 // left open.
 "use strict";
 
 (() => {
   const STORAGE = "inspect-swarm-console-key";
-  const POLL_MS = 500;
+  const RETRY_MS = 1000;
   const view = document.getElementById("view");
   const consoleBox = document.getElementById("console");
   const signIn = document.getElementById("sign-in");
   const signOut = document.getElementById("sign-out");
   const notice = document.getElementById("notice");
-  let etag = null;
+  let stream = null;
   let timer = null;
-  let polling = false;
-  let again = false;
 
   const key = () => sessionStorage.getItem(STORAGE);
   const auth = () => ({ Authorization: `Bearer ${key()}` });
@@ -61,56 +59,86 @@
     }
   }
 
-  async function refresh() {
-    if (!key() || document.hidden) return;
-    const headers = auth();
-    if (etag) headers["If-None-Match"] = etag;
-    const response = await fetch(fragmentUrl(), { headers, cache: "no-store" });
-    if (response.status === 401) {
-      sessionStorage.removeItem(STORAGE);
-      etag = null;
-      show(false);
-      document.getElementById("sign-in-error").textContent = await errorText(response);
-      return;
-    }
-    if (response.status === 304) return;
-    if (!response.ok) {
-      etag = null;
-      view.replaceChildren();
-      say(await errorText(response), true);
-      return;
-    }
-    etag = response.headers.get("ETag");
-    if (notice.classList.contains("error")) say("");
-    replace(await response.text());
+  function refused(text) {
+    sessionStorage.removeItem(STORAGE);
+    show(false);
+    document.getElementById("sign-in-error").textContent = text;
   }
 
-  // one poll at a time, and one timer: asking again during a poll asks once more after it
-  async function poll() {
+  // One open answer per page: the server sends the fragment, then again each time it changes.
+  // A new view (a filter, an action, the tab shown again) replaces the stream; a stream the
+  // server or the network ended is opened again after a moment.
+  function watch() {
     clearTimeout(timer);
-    if (polling) {
-      again = true;
+    if (stream) stream.abort();
+    stream = null;
+    if (!key() || document.hidden) return;
+    const controller = new AbortController();
+    stream = controller;
+    follow(controller)
+      .catch(() => {
+        if (!controller.signal.aborted) say("The server does not answer; trying again.", true);
+      })
+      .finally(() => {
+        if (stream === controller && !controller.signal.aborted) {
+          stream = null;
+          timer = setTimeout(watch, RETRY_MS);
+        }
+      });
+  }
+
+  async function follow(controller) {
+    const headers = { ...auth(), Accept: "text/event-stream" };
+    const { signal } = controller;
+    const response = await fetch(fragmentUrl(), { headers, cache: "no-store", signal });
+    if (!response.ok) {
+      const text = await errorText(response);
+      controller.abort();
+      if (response.status === 401) {
+        refused(text);
+      } else {
+        view.replaceChildren();
+        view.setAttribute("aria-busy", "false");
+        say(text, true);
+      }
       return;
     }
-    polling = true;
-    try {
-      await refresh();
-    } catch {
-      say("The server does not answer; trying again.", true);
-      etag = null;
-    }
-    polling = false;
-    if (again) {
-      again = false;
-      poll();
-    } else {
-      timer = setTimeout(poll, POLL_MS);
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buffer += value;
+      for (let end = buffer.indexOf("\n\n"); end >= 0; end = buffer.indexOf("\n\n")) {
+        if (!handle(buffer.slice(0, end))) {
+          controller.abort();
+          return;
+        }
+        buffer = buffer.slice(end + 2);
+      }
     }
   }
 
-  function now(force = true) {
-    if (force) etag = null;
-    poll();
+  // one server-sent event; false when the stream has said its last
+  function handle(block) {
+    let kind = "";
+    const data = [];
+    for (const line of block.split("\n")) {
+      if (line.startsWith("event: ")) kind = line.slice(7);
+      else if (line.startsWith("data: ")) data.push(line.slice(6));
+    }
+    const text = data.join("\n");
+    if (kind === "fragment") {
+      if (notice.classList.contains("error")) say("");
+      replace(text);
+    } else if (kind === "refused") {
+      refused(text);
+      return false;
+    } else if (kind === "gone") {
+      say(text, true);
+      return false;
+    }
+    return true;
   }
 
   // ages and running durations move on between updates without asking the server
@@ -142,7 +170,7 @@
       say(response.ok ? body.message : body.detail, !response.ok);
     } finally {
       button.disabled = false;
-      now();
+      watch();
     }
   }
 
@@ -188,7 +216,7 @@
       const params = new URLSearchParams();
       for (const [name, value] of new FormData(form)) if (value) params.set(name, value);
       history.replaceState(null, "", params.size ? `?${params}` : location.pathname);
-      now();
+      watch();
     };
     form.addEventListener("change", apply);
     form.addEventListener("input", apply);
@@ -205,21 +233,19 @@
     input.value = "";
     document.getElementById("sign-in-error").textContent = "";
     show(true);
-    now();
+    watch();
   });
 
   signOut.addEventListener("click", () => {
     sessionStorage.removeItem(STORAGE);
+    watch();
     view.replaceChildren();
-    etag = null;
     show(false);
   });
 
-  document.addEventListener("visibilitychange", () => {
-    if (!document.hidden) now(false);
-  });
+  document.addEventListener("visibilitychange", watch);
   setInterval(tick, 1000);
 
   show(Boolean(key()));
-  if (key()) now();
+  watch();
 })();
