@@ -1,9 +1,12 @@
 """Rendered fragments, shared for a moment by every console that asks for the same one.
 
-Consoles poll: twenty of them on one page would render it twenty times a poll. A fragment
-rendered in the last `ttl` seconds for the same caller and address is answered again, so a
+Consoles look again and again: twenty of them on one page would render it twenty times a
+tick. A fragment rendered lately for the same caller and address is answered again, so a
 page costs at most one rendering per `ttl` however many consoles show it, and the store of
-them never holds more than `most` (an hour of polling leaves it as it was after a minute).
+them never holds more than `most` (an hour of looking leaves it as it was after a minute).
+A fragment that is slow to render (the runs page of a store of thousands of runs, on a busy
+machine) is kept for `RENDER_SHARE` times as long as it took, so keeping it up to date never
+takes more than a fifth of a core.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ TTL_SECONDS = 0.25
 """How long a rendered fragment is answered again (the script polls every 0.5 s, so a
 change shows within a second)."""
 MOST_KEPT = 256
+RENDER_SHARE = 5
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,8 @@ class Fragment:
     body: bytes
     etag: str
     made: float
+    kept: float
+    """How long it is answered again: the ttl, or longer where it was slow to render."""
 
 
 class Fragments:
@@ -41,16 +47,16 @@ class Fragments:
         return len(self._kept)
 
     def get(self, key: Hashable, render: Callable[[], str]) -> Fragment:
-        """The fragment `key` names, rendered by `render` unless one younger than `ttl` is
-        kept."""
+        """The fragment `key` names, rendered by `render` unless one is kept that is
+        still young enough."""
         now = time.monotonic()
         kept = self._kept.get(key)
-        if kept is not None and now - kept.made < self._ttl:
+        if kept is not None and now - kept.made < kept.kept:
             return kept
         body = render().encode()
-        fragment = Fragment(
-            body, '"' + hashlib.blake2b(body, digest_size=12).hexdigest() + '"', now
-        )
+        took = time.monotonic() - now
+        tag = '"' + hashlib.blake2b(body, digest_size=12).hexdigest() + '"'
+        fragment = Fragment(body, tag, now, max(self._ttl, RENDER_SHARE * took))
         self._kept[key] = fragment
         self._kept.move_to_end(key)
         while len(self._kept) > self._most:
