@@ -62,3 +62,9 @@ def sign_in(page: Page, console: str, key: str, path: str = "/") -> None:
     page.fill("#key", key)
     page.press("#key", "Enter")
     expect(page.locator("#view")).to_have_attribute("aria-busy", "false", timeout=20_000)
+
+
+def visit(page: Page, console: str, path: str) -> None:
+    """Open `path` of the console in a tab signed in already; returns once its content shows."""
+    page.goto(console + path)
+    expect(page.locator("#view")).to_have_attribute("aria-busy", "false", timeout=20_000)

@@ -99,6 +99,7 @@ def test_a_run_s_page_shows_its_spec_and_its_failed_sandboxes_first(
     assert f"inspect-swarm swarms get {run_id}" in page
     assert f"{server.url}/api/swarms/{run_id}" in page  # the curl command
     assert re.findall(r'<span class="status s-(\w+)">', failed.split("<tbody>")[1]) == ["failed"]
+    assert "show all" not in page and "(failed), failed first" in failed and "show all" in failed
 
 
 def test_an_unchanged_fragment_is_answered_304(console: str, finished: dict[str, object]) -> None:

@@ -188,7 +188,7 @@ class _Console:
                 "run": view.summary(),
                 "counts": view.counts,
                 "page": sandboxes_page(view.sandboxes, status, page),
-                "status": status,
+                "chosen": status,
             }
 
         return self._answer(request, who, "run.html", context)
