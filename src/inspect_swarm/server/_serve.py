@@ -203,11 +203,11 @@ def serve(options: ServerOptions, on_ready: Announce | None = None) -> None:
     print(f"  MARITIME_API_URL={url}", flush=True)
     print(f"  MARITIME_API_KEY={first_key}", flush=True)
     print(f"  isolation: {sandbox_host.describe()['note']}", flush=True)
-    if "consoleUrl" in ready:
-        print(f"  console: {ready['consoleUrl']}", flush=True)
     if on_ready is not None:
         here = f"[{inner}]" if ":" in inner else inner
         print(f"  {on_ready(f'http://{here}:{port}', first_key)}", flush=True)
+    if "consoleUrl" in ready:
+        print(f"  console: {ready['consoleUrl']}", flush=True)
     if options.ready_file is not None:
         write_private(options.ready_file, json.dumps({**ready, "apiKey": first_key}))
     sockets = [sock] if console_sock is None else [sock, console_sock]

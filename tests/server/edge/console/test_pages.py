@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -16,6 +17,8 @@ from tests.server.conftest import (
     READ_ONLY_KEY,
     Server,
     needs_namespaces,
+    run_script,
+    start_server,
     wait_for,
 )
 from tests.server.test_sandboxes import TINY
@@ -229,3 +232,19 @@ def test_a_stream_ends_when_its_key_stops_working(server: Server, console: str) 
                 kind, data = next(kind_data for kind_data in events if kind_data[0] != "fragment")
             assert client.get("/fragments/runs").status_code == 401
     assert kind == "refused" and "sign in again" in data
+
+
+def test_no_console_is_served_when_told_and_a_taken_port_is_refused_clearly(
+    server: Server, tmp_path: Path
+) -> None:
+    quiet = start_server(tmp_path / "quiet", "--no-console", "--isolation", "process")
+    try:
+        assert "consoleUrl" not in json.loads((tmp_path / "quiet.ready").read_text())
+    finally:
+        quiet.kill()
+    taken = str(httpx.URL(server.url).port)
+    args = ("--port", "0", "--console-port", taken, "--state-dir", str(tmp_path / "taken"))
+    refused = run_script("server", "--no-context", "--isolation", "process", *args)
+    assert refused.returncode == 1
+    assert f"--console-port: cannot listen on 127.0.0.1:{taken}" in refused.stderr
+    assert "--no-console" in refused.stderr
