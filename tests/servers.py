@@ -18,7 +18,7 @@ import pytest
 from inspect_swarm.client import SwarmsClient
 from inspect_swarm.server.sandboxes._isolation import SYSTEM_DIRS, namespaces_supported
 
-from ..ray_cluster import RayCluster
+from .ray_cluster import RayCluster
 
 KEY = "test-key"
 OTHER_KEY = "other-key"

@@ -6,7 +6,6 @@ import time
 import uuid
 
 import pytest
-
 from e2b import (
     AsyncSandbox,
     CommandExitException,
@@ -16,7 +15,8 @@ from e2b import (
     TimeoutException,
 )
 
-from .conftest import Server, live_sandboxes
+from ....e2b_servers import live_sandboxes
+from ....servers import Server
 
 pytestmark = pytest.mark.usefixtures("e2b_env")
 

@@ -17,7 +17,7 @@ import inspect_swarm
 import inspect_swarm.analysis
 import inspect_swarm.client
 
-from .conftest import KEY, Server, run_script, start_server
+from ..servers import KEY, Server, run_script, start_server
 
 ROOT = Path(__file__).parents[2]
 INITIALIZE = {

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import anyio
 import pytest
-
 from e2b import Sandbox
+
 from inspect_swarm.sandbox import SwarmServerConfig, SwarmServerSandboxEnvironment
 from inspect_swarm.sandbox._local_server import LocalServer
 
-from ..server.conftest import KEY, start_server
-from .conftest import Server, live_sandboxes
+from ...e2b_servers import live_sandboxes
+from ...servers import KEY, Server, start_server
 
 pytestmark = pytest.mark.anyio
 

@@ -9,7 +9,7 @@ import pytest
 
 from inspect_swarm.client import sample_arms, sweep
 
-from .conftest import environment_args, needs_namespaces, start_server
+from ..servers import environment_args, needs_namespaces, start_server
 
 pytestmark = [needs_namespaces, pytest.mark.slow]
 

@@ -21,7 +21,7 @@ from inspect_swarm.client import (
 )
 from inspect_swarm.client._client import parse_size
 
-from .conftest import KEY, Server, needs_namespaces
+from ..servers import KEY, Server, needs_namespaces
 
 
 def _client(handler: Callable[[httpx.Request], httpx.Response], **kw: object) -> SwarmsClient:

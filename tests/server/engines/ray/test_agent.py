@@ -19,7 +19,7 @@ from inspect_swarm.server.model._types import Outcome, RunSpec, SandboxInput, Si
 from inspect_swarm.server.sandboxes._cgroups import Limits
 from inspect_swarm.server.sandboxes._isolation import ROOT, IsolationConfig, SandboxError
 
-from ..server.conftest import needs_namespaces
+from ....servers import needs_namespaces
 
 pytestmark = needs_namespaces
 

@@ -21,7 +21,7 @@ import pytest
 from inspect_swarm.cli._main import parse_duration, read_inputs
 from inspect_swarm.client import SwarmsClient
 
-from .conftest import KEY, SCRIPT, Server, cli, run_script, start_server
+from ..servers import KEY, SCRIPT, Server, cli, run_script, start_server
 
 
 @dataclass

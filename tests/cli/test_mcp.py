@@ -14,7 +14,7 @@ import pytest
 
 from inspect_swarm.client import AsyncSwarmsClient
 
-from .conftest import KEY, Server, needs_namespaces
+from ..servers import KEY, Server, needs_namespaces
 
 mcp = pytest.importorskip("mcp")
 pytestmark = [needs_namespaces, pytest.mark.anyio]

@@ -15,8 +15,8 @@ import pytest
 from inspect_swarm.server.engines.ray._engine import NODE_STATE_DIR
 from inspect_swarm.server.sandboxes._isolation import namespaces_supported
 
-from ..ray_cluster import RayCluster
-from ..server.conftest import Server, start_ray_server, wait_for, wait_until
+from ....ray_cluster import RayCluster
+from ....servers import Server, start_ray_server, wait_for, wait_until
 
 _MEMORY = ("--memory-gib", "16")
 

@@ -1,4 +1,5 @@
-"""A real swarm server for the E2B tests, and the variables that point the e2b SDK at it."""
+"""A real swarm server for the E2B tests and the `swarm_server` provider's, and the variables
+that point the e2b SDK at it: fixtures the conftests of those folders bring in."""
 
 from __future__ import annotations
 
@@ -11,20 +12,15 @@ import pytest
 
 from inspect_swarm.sandbox import SwarmServerConfig
 
-from ..server.conftest import (
+from .servers import (
     ENGINES,
     KEY,
     Server,
     engine_args,
     environment_args,
-    needs_namespaces,
     point_e2b_at,
     start_server,
 )
-
-pytest.importorskip("e2b")
-
-pytestmark = needs_namespaces
 
 
 @pytest.fixture(scope="package")
@@ -36,14 +32,14 @@ def tests_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory
 
 
-@pytest.fixture(scope="package", params=ENGINES)
-def engine(request: pytest.FixtureRequest) -> str:
+@pytest.fixture(name="engine", scope="package", params=ENGINES)
+def e2b_engine(request: pytest.FixtureRequest) -> str:
     """The engine of the folder's server (`--engines` picks)."""
     return str(request.param)
 
 
-@pytest.fixture(scope="package")
-def server(
+@pytest.fixture(name="server", scope="package")
+def e2b_server(
     tmp_path_factory: pytest.TempPathFactory,
     tests_dir: Path,
     request: pytest.FixtureRequest,
@@ -78,6 +74,3 @@ def live_sandboxes(server: Server) -> list[dict[str, object]]:
     response = httpx.get(f"{server.url}/v2/sandboxes", headers={"X-API-KEY": KEY}, timeout=30)
     response.raise_for_status()
     return list(response.json())
-
-
-__all__ = ["KEY", "Server", "live_sandboxes"]

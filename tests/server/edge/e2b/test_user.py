@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from e2b import Sandbox
 
 pytestmark = pytest.mark.usefixtures("e2b_env")

@@ -24,7 +24,7 @@ from inspect_swarm.server.model._types import RunRecord, RunSpec, SandboxInput, 
 from inspect_swarm.server.records._store import SCHEMA_VERSION, Store
 from inspect_swarm.server.sandboxes._isolation import IsolationConfig, SandboxHost
 
-from .conftest import KEY, needs_namespaces, start_server
+from ...servers import KEY, needs_namespaces, start_server
 
 
 def _write_pages(store: Store, runs: int) -> None:

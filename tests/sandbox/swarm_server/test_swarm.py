@@ -22,9 +22,10 @@ from inspect_swarm import leaderless, member, swarm
 from inspect_swarm.sandbox import SwarmServerConfig, SwarmServerSandboxEnvironment
 from inspect_swarm.scripted import scripted_model
 
-from .conftest import Server, live_sandboxes
+from ...e2b_servers import live_sandboxes
+from ...servers import Server
 
-EXAMPLES = Path(__file__).parents[2] / "examples"
+EXAMPLES = Path(__file__).parents[3] / "examples"
 MEMBERS = ("agent-1", "agent-2", "agent-3")
 
 

@@ -41,7 +41,7 @@ from inspect_swarm.server.sandboxes._isolation import (
     User,
 )
 
-from ..server.conftest import needs_namespaces
+from ....servers import needs_namespaces
 
 pytestmark = pytest.mark.anyio
 

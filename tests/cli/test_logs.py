@@ -10,7 +10,7 @@ import pytest
 from inspect_ai.log import list_eval_logs, read_eval_log
 
 from ..analysis.swarm_logs import build
-from .conftest import run_script
+from ..servers import run_script
 from .test_cli import on_terminal
 from .test_startup import imported
 

@@ -28,7 +28,7 @@ from inspect_swarm.server.sandboxes._isolation import (
     SandboxHost,
 )
 
-from .conftest import Server, needs_namespaces, start_server, wait_for, wait_until
+from ...servers import Server, needs_namespaces, start_server, wait_for, wait_until
 
 pytestmark = needs_namespaces
 

@@ -35,7 +35,7 @@ from inspect_swarm.server.sandboxes._isolation import (
     _answer,
 )
 
-from .conftest import needs_namespaces
+from ...servers import needs_namespaces
 
 pytestmark = [needs_namespaces, pytest.mark.anyio]
 

@@ -10,7 +10,7 @@ import pytest
 
 from inspect_swarm.client import AuthenticationError, ConflictError, NotFoundError
 
-from .conftest import (
+from ...servers import (
     KEY,
     OTHER_KEY,
     READ_ONLY_KEY,

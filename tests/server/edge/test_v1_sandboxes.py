@@ -12,7 +12,7 @@ import pytest
 from inspect_swarm.cli._main import main
 from inspect_swarm.client import AuthenticationError, ConflictError, NotFoundError
 
-from .conftest import (
+from ...servers import (
     KEY,
     OTHER_KEY,
     READ_ONLY_KEY,

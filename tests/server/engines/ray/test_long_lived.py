@@ -15,10 +15,10 @@ from inspect_swarm import member, swarm
 from inspect_swarm.sandbox import swarm_server
 from inspect_swarm.server.engines.ray._engine import NODE_STATE_DIR
 
-from ..members.test_sandboxes import bash_call, run_envs, tool_results
-from ..ray_cluster import RayCluster, agent_of
-from ..runtime.helpers import ALL_RUN
-from ..server.conftest import (
+from ....members.test_sandboxes import bash_call, run_envs, tool_results
+from ....ray_cluster import RayCluster, agent_of
+from ....runtime.helpers import ALL_RUN
+from ....servers import (
     KEY,
     Server,
     environment_args,

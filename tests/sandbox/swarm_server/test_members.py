@@ -10,7 +10,7 @@ import pytest
 
 from inspect_swarm.sandbox import SwarmServerConfig, swarm_server
 
-from ..members.test_sandboxes import (  # noqa: F401  (collected here, on this provider)
+from ...members.test_sandboxes import (  # noqa: F401  (collected here, on this provider)
     Provider,
     test_a_member_sees_only_its_own_sandbox_and_its_services,
     test_a_members_files_are_its_own,
