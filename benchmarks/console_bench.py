@@ -32,7 +32,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.server_bench import percentile, poll_latency
-from tests.server.conftest import KEY, start_server
+from tests.servers import KEY, start_server
 
 from inspect_swarm.server.edge._auth import account_of
 from inspect_swarm.server.model._types import RunRecord, RunSpec, SandboxInput, Size

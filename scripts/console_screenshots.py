@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from playwright.sync_api import Page, expect  # noqa: E402
-from tests.server.conftest import KEY, start_server, wait_for  # noqa: E402
 from tests.server.edge.console.browser import chromium, sign_in, visit  # noqa: E402
+from tests.servers import KEY, start_server, wait_for  # noqa: E402
 
 IMAGES = ROOT / "docs" / "images"
 TINY = "1x1"

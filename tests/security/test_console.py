@@ -11,10 +11,10 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from ..server.conftest import KEY, OTHER_KEY, Server, wait_for
 from ..server.edge.console.browser import browser, needs_chromium, page, sign_in
 from ..server.edge.console.conftest import console_url
-from ..server.test_sandboxes import TINY
+from ..server.engines.test_sandboxes import TINY
+from ..servers import KEY, OTHER_KEY, Server, wait_for
 
 NAME = '<img src=x onerror="window.pwned=1">run'
 STDOUT = "<script>window.pwned=2</script>"

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.server.conftest import Server, start_server
+from ....servers import Server, start_server
 
 
 def console_url(server: Server) -> str:

@@ -7,9 +7,8 @@ from typing import Any
 
 from playwright.sync_api import Page, expect
 
-from tests.server.conftest import KEY, Server, needs_namespaces, wait_for
-from tests.server.test_sandboxes import TINY
-
+from ....servers import KEY, Server, needs_namespaces, wait_for
+from ...engines.test_sandboxes import TINY
 from .browser import browser, needs_chromium, page, sign_in
 
 pytestmark = [needs_namespaces, needs_chromium]

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.server.conftest import (
+from ....servers import (
     KEY,
     OTHER_KEY,
     READ_ONLY_KEY,
@@ -21,7 +21,7 @@ from tests.server.conftest import (
     start_server,
     wait_for,
 )
-from tests.server.test_sandboxes import TINY
+from ...engines.test_sandboxes import TINY
 
 pytestmark = needs_namespaces
 
