@@ -5,7 +5,10 @@ the key could not read through the API."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from http.client import HTTPConnection
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -110,3 +113,19 @@ def test_no_change_without_the_key_s_header(
             assert client.swarms.get(run["id"])["status"] != "completed"
         finally:
             client.swarms.cancel(run["id"])
+
+
+def test_the_console_keeps_the_api_s_limits(console: str) -> None:
+    """A body over the API's limit is refused before it is read, as the API refuses it."""
+    address = urlsplit(console)
+    connection = HTTPConnection(address.hostname or "", address.port, timeout=30)
+    try:
+        connection.putrequest("POST", "/actions/lease/release")
+        connection.putheader("Authorization", f"Bearer {KEY}")
+        connection.putheader("Content-Length", str(64 * 1024**2))
+        connection.endheaders()
+        refused = connection.getresponse()
+        assert refused.status == 413
+        assert json.loads(refused.read())["code"] == "body_too_large"
+    finally:
+        connection.close()
