@@ -6,6 +6,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
+from inspect_swarm.server.edge.console import _fragments
 from inspect_swarm.server.edge.console._fragments import RENDER_SHARE, Fragments
 from inspect_swarm.server.edge.console._views import (
     RUNS_PER_PAGE,
@@ -74,3 +77,19 @@ def test_a_fragment_slow_to_render_is_kept_for_longer() -> None:
     made = kept.get("runs", slowly)
     assert made.kept >= RENDER_SHARE * 0.2
     assert kept.get("runs", slowly) is made
+
+
+def test_a_fragment_of_unchanged_runs_is_kept_whatever_its_age(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_fragments, "RENDER_SHARE", 0)  # kept for no time at all, but...
+    rendered: list[int] = []
+
+    def render() -> str:
+        rendered.append(1)
+        return f"<p>{len(rendered)}</p>"
+
+    kept = Fragments(ttl=0)
+    first = kept.get("runs", render, version=7)
+    assert kept.get("runs", render, version=7) is first and len(rendered) == 1
+    assert kept.get("runs", render, version=8).body == b"<p>2</p>"

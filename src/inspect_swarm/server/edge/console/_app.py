@@ -141,16 +141,23 @@ class _Console:
         post("/actions/lease/release")(self.release)
 
     def _answer(
-        self, request: Request, who: Principal, template: str, context: Callable[[], dict[str, Any]]
+        self,
+        request: Request,
+        who: Principal,
+        template: str,
+        context: Callable[[], dict[str, Any]],
+        of_runs: bool = False,
     ) -> Response:
-        """A fragment for `who`, rendered afresh unless a console asked for it a moment ago:
-        kept up to date as a stream of events when the request accepts them, else once (304
-        when the caller has it already)."""
+        """A fragment for `who`, rendered afresh unless a console asked for it a moment ago
+        (or, `of_runs`, no run changed since): kept up to date as a stream of events when the
+        request accepts them, else once (304 when the caller has it already)."""
         key: Hashable = (who.owner, who.scopes, request.url.path, request.url.query)
         query = dict(request.query_params)
 
         def look() -> Fragment:
-            return self._fragments.get(key, lambda: self._render(template, who, query, context()))
+            version = self._server.run_changes if of_runs else None
+            render = lambda: self._render(template, who, query, context())  # noqa: E731
+            return self._fragments.get(key, render, version)
 
         made = look()  # a refusal (an unknown run, say) is answered here, with its status
         headers = {"ETag": made.etag, "Cache-Control": "no-store"}
@@ -177,7 +184,7 @@ class _Console:
             runs = self._server.summaries(who.owner)
             return {"page": runs_page(runs, status, q, page), "total": len(runs)}
 
-        return self._answer(request, who, "runs.html", context)
+        return self._answer(request, who, "runs.html", context, of_runs=True)
 
     async def run(
         self, request: Request, run_id: str, who: Reader, status: str = "", page: int = 1
@@ -191,7 +198,7 @@ class _Console:
                 "chosen": status,
             }
 
-        return self._answer(request, who, "run.html", context)
+        return self._answer(request, who, "run.html", context, of_runs=True)
 
     async def sandboxes(self, request: Request, who: Reader) -> Response:
         def context() -> dict[str, Any]:
