@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ...domain._long_lived import LongLivedSandbox
 from ...domain._server import SwarmServer
-from ...model._types import LongLivedRecord, SandboxRecord
+from ...model._types import STATUSES, LongLivedRecord, SandboxRecord
 from ...records._wire import lease_object, long_lived_object, run_sandbox_object
 from .._access_log import AccessLog
 from .._app import answer_errors
@@ -34,7 +34,6 @@ from ._fragments import Fragment, Fragments
 from ._live import events
 from ._views import (
     RUN_STATUSES,
-    SANDBOX_STATUSES,
     duration,
     runs_page,
     sandboxes_page,
@@ -113,7 +112,7 @@ def _shell(render: Callable[..., str], name: str, fragment: str) -> Callable[...
             fragment=fragment.format(item=item),
             query=request.query_params,
             run_statuses=RUN_STATUSES,
-            sandbox_statuses=SANDBOX_STATUSES,
+            sandbox_statuses=STATUSES,
         )
         return HTMLResponse(html)
 

@@ -5,18 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, get_args
 
-from ...model._types import STATUSES, SandboxRecord
+from ...model._types import RunStatus, SandboxRecord
 from ...records._wire import sandbox_object
 
 T = TypeVar("T")
 
 RUNS_PER_PAGE = 50
 SANDBOXES_PER_PAGE = 100
-RUN_STATUSES = ("queued", "running", "completed")
+RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 """The statuses a run may have, in the order it has them (the runs page filters by them)."""
-SANDBOX_STATUSES = STATUSES
 
 
 @dataclass(frozen=True)
