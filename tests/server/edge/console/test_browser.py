@@ -44,11 +44,14 @@ def test_a_run_finishes_live_without_a_reload(page: Page, server: Server, consol
         )
         sign_in(page, console, KEY, f"/runs/{run['id']}")
         page.evaluate("window.stayed = true")
+        download = page.get_by_role("button", name="Download results.jsonl")
+        download.focus()
         cdp = page.context.new_cdp_session(page)
         before = _dom_counters(cdp)
         expect(page.locator("h1 .status")).to_have_text("completed", timeout=60_000)
         wait_for(client, run["id"])
     expect(page.locator(".counts")).to_contain_text("6 succeeded")
+    expect(download).to_be_focused()  # the keyboard's place survives each update
     assert page.evaluate("window.stayed") is True  # the same document, updated in place
     after = _dom_counters(cdp)
     assert after["jsEventListeners"] == before["jsEventListeners"]

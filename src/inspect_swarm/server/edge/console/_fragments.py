@@ -22,7 +22,7 @@ from dataclasses import dataclass
 TTL_SECONDS = 0.25
 """How long a rendered fragment is answered again (the script polls every 0.5 s, so a
 change shows within a second)."""
-MOST_KEPT = 256
+MOST_KEPT = 64
 RENDER_SHARE = 5
 
 

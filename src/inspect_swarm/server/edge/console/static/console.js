@@ -1,8 +1,8 @@
 // The swarm server's console: keeps the signed-in key in this tab's session storage, fills
 // the page with the server's HTML fragment (asked for with the key as the bearer header and
-// kept up to date over one open answer), and runs the page's buttons. Listeners are added once, on
-// the document; an update replaces the fragment's nodes, so nothing grows while a page is
-// left open.
+// kept up to date over one open answer), and runs the page's buttons. Listeners are added
+// once, on the document; an update replaces the fragment's nodes, so nothing grows while a
+// page is left open.
 "use strict";
 
 (() => {
@@ -35,17 +35,28 @@
     return view.dataset.fragment + location.search;
   }
 
-  // what the user opened stays open when the fragment is replaced
+  // what makes an element of the fragment the same one in the next (for the keyboard's focus)
+  const SAME = ["id", "href", "data-action", "data-download", "data-copy"];
+
+  function identity(element) {
+    const name = SAME.find((attribute) => element.hasAttribute(attribute));
+    return name && `[${name}="${CSS.escape(element.getAttribute(name))}"]`;
+  }
+
+  // what the user opened stays open, and what had the focus keeps it, when the fragment is
+  // replaced
   function replace(html) {
     const open = new Set(
       Array.from(view.querySelectorAll("details[open][id]"), (d) => d.id),
     );
+    const focused = view.contains(document.activeElement) && identity(document.activeElement);
     const parsed = new DOMParser().parseFromString(html, "text/html");
     view.replaceChildren(...parsed.body.childNodes);
     for (const id of open) {
       const details = document.getElementById(id);
       if (details) details.open = true;
     }
+    if (focused) view.querySelector(focused)?.focus();
     view.setAttribute("aria-busy", "false");
     tick();
   }
