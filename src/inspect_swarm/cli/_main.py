@@ -21,9 +21,11 @@ from typing import Any
 from .._swarms_api import SANDBOX_FIELDS, START_FIELDS
 from ..client._contexts import HOSTED_API_URL, LOCAL
 from ..server._defaults import (
+    DEFAULT_PORT,
     KEYS_VARIABLE,
     SERVER_DEFAULTS,
     ServerOptions,
+    default_console_port,
     default_memory_gib,
     default_state_dir,
 )
@@ -33,6 +35,7 @@ from ._options import (
     duration_text,
     non_negative,
     parse_duration,
+    port,
     positive,
 )
 
@@ -308,7 +311,20 @@ def _server_parser(server: argparse.ArgumentParser) -> None:
         metavar="ADDR",
         help="the Ray cluster's HOST:PORT (default: the cluster this machine is part of)",
     )
-    add("--ready-file", type=Path, metavar="FILE", help="write {url, apiKey} here once listening")
+    add(
+        "--console-port",
+        type=port,
+        metavar="PORT",
+        help="the web console's port (default: the API's port + 1, here "
+        f"{default_console_port(DEFAULT_PORT)}; any free port when --port is 0; 0: any free port)",
+    )
+    add("--no-console", dest="console", action="store_false", help="serve no web console")
+    add(
+        "--ready-file",
+        type=Path,
+        metavar="FILE",
+        help="write {url, consoleUrl, apiKey} here once listening",
+    )
     add(
         "--context",
         default=LOCAL,

@@ -60,10 +60,20 @@ class ServerOptions(NamedTuple):
     ray_address: str | None = None
     """The Ray cluster to join (None: the one this machine is part of)."""
     log_level: str = "warning"
+    console: bool = True
+    """Whether to serve the web console, on a port of its own."""
+    console_port: int | None = None
+    """The console's port (None: `default_console_port` of the API's)."""
 
 
 SERVER_DEFAULTS = ServerOptions()
 """The options of a server told nothing."""
+
+
+def default_console_port(api_port: int) -> int:
+    """The web console's port unless told: the one after the API's, or any free one when the
+    API's is (0)."""
+    return 0 if api_port == 0 else api_port + 1
 
 
 def default_state_dir() -> Path:

@@ -14,14 +14,22 @@ from collections.abc import Callable
 from pathlib import Path
 
 import uvicorn
-from fastapi import FastAPI
+from starlette.types import ASGIApp
 
-from ._defaults import KEYS_VARIABLE, ServerOptions, default_memory_gib, default_state_dir
+from ._defaults import (
+    KEYS_VARIABLE,
+    ServerOptions,
+    default_console_port,
+    default_memory_gib,
+    default_state_dir,
+)
 from .domain._leases import Keyring
 from .domain._server import SwarmServer
 from .edge._app import create_app
 from .edge._auth import ALL_SCOPES
 from .edge._middleware import MIB, HttpLimits, http_protocol
+from .edge._ports import ByPort
+from .edge.console import create_console
 from .engines._engine import Engine
 from .engines._local import LocalRunner
 from .engines._scheduler import Scheduler
@@ -144,16 +152,11 @@ def serve(options: ServerOptions, on_ready: Announce | None = None) -> None:
     if not keys:
         keys = {_server_key(state_dir): ALL_SCOPES}
     store = Store(state_dir / "swarm.db")  # first: a database it cannot open stops it here
-    sock = socket.socket(socket.AF_INET6 if ":" in options.host else socket.AF_INET)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    # accepted connections inherit it; asyncio sets it only on sockets made with IPPROTO_TCP,
-    # and without it a response (headers, then body) waits ~40 ms for a delayed ACK
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind((options.host, options.port))
-    sock.listen(1024)
+    sock = _listen(options.host, options.port)
     port = sock.getsockname()[1]
     host = f"[{options.host}]" if ":" in options.host else options.host
     url = f"http://{host}:{port}"
+    console_sock = _console_socket(options)
     # sandboxes reach the server on its own port: a wildcard address is reached on loopback
     inner = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(options.host, options.host)
     memory_gib = options.memory_gib or _engine_memory_gib(options)
@@ -187,6 +190,12 @@ def serve(options: ServerOptions, on_ready: Announce | None = None) -> None:
         options.max_body_mib * MIB, options.max_file_mib * MIB, options.read_timeout
     )
     app = create_app(server, keys, limits)
+    served: ASGIApp = app
+    ready = {"url": url}
+    if console_sock is not None:
+        console_port = console_sock.getsockname()[1]
+        served = ByPort(app, create_console(server, app.state.keys, limits), console_port)
+        ready["consoleUrl"] = f"http://{host}:{console_port}"
     first_key = next(iter(keys))
     print(f"inspect-swarm server on {url}", flush=True)
     print(f"  MARITIME_API_URL={url}", flush=True)
@@ -195,12 +204,42 @@ def serve(options: ServerOptions, on_ready: Announce | None = None) -> None:
     if on_ready is not None:
         here = f"[{inner}]" if ":" in inner else inner
         print(f"  {on_ready(f'http://{here}:{port}', first_key)}", flush=True)
+    if "consoleUrl" in ready:
+        print(f"  console: {ready['consoleUrl']}", flush=True)
     if options.ready_file is not None:
-        write_private(options.ready_file, json.dumps({"url": url, "apiKey": first_key}))
+        write_private(options.ready_file, json.dumps({**ready, "apiKey": first_key}))
+    sockets = [sock] if console_sock is None else [sock, console_sock]
     try:
-        _run(app, sock, limits.read_timeout, options.max_connections)
+        _run(served, sockets, limits.read_timeout, options.max_connections)
     finally:
         store.close()
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # accepted connections inherit it; asyncio sets it only on sockets made with IPPROTO_TCP,
+    # and without it a response (headers, then body) waits ~40 ms for a delayed ACK
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    return sock
+
+
+def _console_socket(options: ServerOptions) -> socket.socket | None:
+    """The web console's socket, listening (None when the console is off)."""
+    if not options.console:
+        return None
+    port = (
+        default_console_port(options.port) if options.console_port is None else options.console_port
+    )
+    try:
+        return _listen(options.host, port)
+    except OSError as ex:
+        raise ValueError(
+            f"--console-port: cannot listen on {options.host}:{port} ({ex.strerror}); "
+            "choose another port with --console-port, or serve no console with --no-console"
+        ) from None
 
 
 def _engine_memory_gib(options: ServerOptions) -> int:
@@ -248,7 +287,9 @@ def _exposes(options: ServerOptions) -> tuple[tuple[str, str], ...]:
 _GRACEFUL_SHUTDOWN_SECONDS = 5
 
 
-def _run(app: FastAPI, sock: socket.socket, read_timeout: float, max_connections: int) -> None:
+def _run(
+    app: ASGIApp, sockets: list[socket.socket], read_timeout: float, max_connections: int
+) -> None:
     # a stop waits at most a few seconds for open connections: E2B process streams stay open
     # for as long as their commands run, and would otherwise hold the server up indefinitely
     config = uvicorn.Config(
@@ -262,6 +303,6 @@ def _run(app: FastAPI, sock: socket.socket, read_timeout: float, max_connections
         limit_concurrency=max_connections,
     )
     try:
-        asyncio.run(uvicorn.Server(config).serve(sockets=[sock]))
+        asyncio.run(uvicorn.Server(config).serve(sockets=sockets))
     except KeyboardInterrupt:
         sys.exit(130)

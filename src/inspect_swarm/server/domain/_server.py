@@ -290,6 +290,12 @@ class SwarmServer:
             raise NotFound(f"no swarm run {run_id!r}")
         return view
 
+    @property
+    def run_changes(self) -> int:
+        """A count that moves on at every change of any run or its sandboxes: an answer
+        about runs made at the same count is still right."""
+        return self._runs.changes
+
     def summaries(self, owner: Owner) -> list[dict[str, Any]]:
         """The runs within `owner`'s reach, newest first, without their sandboxes."""
         return self._runs.summaries(owner)

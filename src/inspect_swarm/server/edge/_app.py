@@ -64,6 +64,14 @@ def create_app(
     # made on the first request for it, once every route is in
     app.openapi = partial(openapi_document, app, version("inspect_swarm"))  # type: ignore[method-assign]
 
+    answer_errors(app)
+    return app
+
+
+def answer_errors(app: FastAPI) -> None:
+    """Answer the edge's refusals, the domain's errors, unknown paths and malformed input as
+    the Swarms API's error objects."""
+
     @app.exception_handler(ApiError)
     async def api_error(_: Request, ex: ApiError) -> JSONResponse:
         return _answer(ex)
@@ -82,8 +90,6 @@ def create_app(
         first = ex.errors()[0]
         field = ".".join(str(p) for p in first["loc"][1:]) or "body"
         return _answer(ApiError.of(InvalidRequest(field, first["msg"])))
-
-    return app
 
 
 def _answer(ex: ApiError) -> JSONResponse:
