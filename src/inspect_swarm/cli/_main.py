@@ -21,7 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from ..client._contexts import HOSTED_API_URL, LOCAL
-from ..server._defaults import DEFAULT_PORT, default_memory_gib, default_state_dir
+from ..server._defaults import (
+    DEFAULT_PORT,
+    MAX_CLIENT_CONNECTIONS,
+    MIN_BODY_KIB,
+    default_memory_gib,
+    default_state_dir,
+)
 from ._logs import add_log_commands
 
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
@@ -273,10 +279,23 @@ def _server_parser(server: argparse.ArgumentParser) -> None:
         help="close a connection whose request head takes, or body pauses, this long",
     )
     add(
+        "--min-body-rate",
+        metavar="KIB",
+        type=_positive,
+        default=MIN_BODY_KIB,
+        help="slowest average rate of a request body, in KiB/s, after the read timeout's grace",
+    )
+    add(
         "--max-connections",
         type=_positive,
         default=4096,
         help="open connections past which requests are answered 503",
+    )
+    add(
+        "--max-client-connections",
+        type=_positive,
+        default=MAX_CLIENT_CONNECTIONS,
+        help="connections one client address may hold open (not counting sandboxes')",
     )
     add(
         "--max-sandbox-connections",
@@ -574,7 +593,9 @@ def _server(args: argparse.Namespace) -> int:
             max_body_mib=args.max_body_mib,
             max_file_mib=args.max_file_mib,
             read_timeout=args.read_timeout,
+            min_body_kib=args.min_body_rate,
             max_connections=args.max_connections,
+            max_client_connections=args.max_client_connections,
             max_sandbox_connections=args.max_sandbox_connections,
             plan=args.plan,
             min_timeout=args.min_timeout,

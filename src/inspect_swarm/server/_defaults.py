@@ -9,6 +9,10 @@ import os
 from pathlib import Path
 
 DEFAULT_PORT = 8767
+MIN_BODY_KIB = 64
+"""The slowest average rate of a request body, in KiB a second, after the read timeout."""
+MAX_CLIENT_CONNECTIONS = 256
+"""The most connections one client address may hold open (sandboxes' counted apart)."""
 
 
 def default_state_dir() -> Path:

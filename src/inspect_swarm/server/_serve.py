@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import secrets
 import shutil
 import socket
+import stat
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,13 +19,20 @@ from typing import Literal
 
 import uvicorn
 from fastapi import FastAPI
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from ._defaults import DEFAULT_PORT, default_memory_gib, default_state_dir
+from ._defaults import (
+    DEFAULT_PORT,
+    MAX_CLIENT_CONNECTIONS,
+    MIN_BODY_KIB,
+    default_memory_gib,
+    default_state_dir,
+)
 from .domain._leases import Keyring
 from .domain._server import SwarmServer
 from .edge._app import create_app
 from .edge._auth import ALL_SCOPES
-from .edge._middleware import MIB, HttpLimits, http_protocol
+from .edge._middleware import KIB, MIB, HttpLimits, http_protocol
 from .engines._local import LocalEngine
 from .model._types import Settings
 from .records._runs import Runs
@@ -60,7 +69,9 @@ class ServerOptions:
     max_body_mib: int = 16
     max_file_mib: int = 256
     read_timeout: float = 30.0
+    min_body_kib: int = MIN_BODY_KIB
     max_connections: int = 4096
+    max_client_connections: int = MAX_CLIENT_CONNECTIONS
     max_sandbox_connections: int = 128
     plan: Literal["scale", "none"] = "scale"
     min_timeout: int = 10
@@ -97,15 +108,55 @@ def _server_key(state_dir: Path) -> str:
         os.chmod(path, 0o600)
         return path.read_text().strip()
     key = f"isk_{secrets.token_urlsafe(24)}"
-    write_private(path, key + "\n")
+    write_fresh(path, key + "\n")
     return key
 
 
-def write_private(path: Path, text: str) -> None:
-    """Write a file only its owner may read (it holds a key), whatever mode it had."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+def trusted_state_dir(state_dir: Path) -> None:
+    """Refuse a state directory another user could have written to: it must be the server
+    user's, writable by no group or other, and hold nothing that is a symbolic link or
+    another user's (a key file put there, say, or a link to a file the server would write)."""
+    refuse = f"--state-dir: {state_dir}"
+    mine = os.geteuid()
+    status = os.stat(state_dir)
+    if status.st_uid != mine:
+        raise ValueError(
+            f"{refuse} belongs to uid {status.st_uid}, not to the server's user ({mine}); "
+            "name a directory of the server's user, or one that does not exist yet"
+        )
+    if status.st_mode & 0o022:
+        raise ValueError(
+            f"{refuse} is writable by its group or others (mode {status.st_mode & 0o777:o}); "
+            f"check that nothing in it is another's, then `chmod go-w {state_dir}`"
+        )
+    for entry in os.scandir(state_dir):
+        if entry.is_symlink():
+            raise ValueError(
+                f"{refuse}: {entry.path} is a symbolic link; remove it (the server makes "
+                "everything in its state directory itself)"
+            )
+        if (owner := entry.stat(follow_symlinks=False).st_uid) != mine:
+            raise ValueError(
+                f"{refuse}: {entry.path} belongs to uid {owner}, not to the server's user "
+                f"({mine}); remove it (the server makes everything in its state directory)"
+            )
+
+
+def write_fresh(path: Path, text: str, option: str = "--state-dir") -> None:
+    """Write a file anew that only its owner may read (it holds a key): an earlier one of
+    the server's user is replaced, and a symbolic link or another user's file is refused
+    (naming the `option` that gave its path), never followed or written into."""
+    with contextlib.suppress(FileNotFoundError):
+        status = os.lstat(path)
+        if not stat.S_ISREG(status.st_mode) or status.st_uid != os.geteuid():
+            raise ValueError(
+                f"{option}: {path}: exists and is not a file of the server's user (a symbolic "
+                "link, or another user's); remove it, or name a path that does not exist"
+            )
+        os.unlink(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w") as file:
-        os.fchmod(fd, 0o600)
+        os.fchmod(fd, 0o600)  # whatever the umask took away, and no more
         file.write(text)
 
 
@@ -142,7 +193,8 @@ def serve(options: ServerOptions, on_ready: Announce | None = None) -> None:
         stream=sys.stderr,
     )
     state_dir = (options.state_dir or default_state_dir()).resolve()
-    state_dir.mkdir(parents=True, exist_ok=True)
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    trusted_state_dir(state_dir)
     os.chmod(state_dir, 0o700)  # its database and key files are the server's alone
     keys = dict(parse_key(k) for k in options.api_keys)
     if not keys:
@@ -185,10 +237,15 @@ def serve(options: ServerOptions, on_ready: Announce | None = None) -> None:
         idle_release=options.idle_release,
         stuck_timeout=options.stuck_timeout,
         plan=options.plan,
+        disk_mb=_disk_mb(sandbox_host, state_dir),
     )
     server = assemble(store, sandbox_host, settings, url, options)
     limits = HttpLimits(
-        options.max_body_mib * MIB, options.max_file_mib * MIB, options.read_timeout
+        options.max_body_mib * MIB,
+        options.max_file_mib * MIB,
+        options.read_timeout,
+        options.min_body_kib * KIB,
+        options.max_client_connections,
     )
     app = create_app(server, keys, limits)
     first_key = next(iter(keys))
@@ -200,9 +257,10 @@ def serve(options: ServerOptions, on_ready: Announce | None = None) -> None:
         here = f"[{inner}]" if ":" in inner else inner
         print(f"  {on_ready(f'http://{here}:{port}', first_key)}", flush=True)
     if options.ready_file is not None:
-        write_private(options.ready_file, json.dumps({"url": url, "apiKey": first_key}))
+        ready = json.dumps({"url": url, "apiKey": first_key})
+        write_fresh(options.ready_file, ready, "--ready-file")
     try:
-        _run(app, sock, limits.read_timeout, options.max_connections)
+        _run(app, sock, http_protocol(limits, sandbox_host.forwarded), options.max_connections)
     finally:
         store.close()
 
@@ -215,6 +273,12 @@ def _engine_memory_gib(options: ServerOptions) -> int:
     from .engines.ray._engine import connect
 
     return connect(options.ray_address)
+
+
+def _disk_mb(host: SandboxHost, state_dir: Path) -> int:
+    """What one sandbox's writes may fill: its disk, else the state directory's file system."""
+    quota = host.config.disk_bytes if host.mode == "namespaces" else 0
+    return (quota or shutil.disk_usage(state_dir).total) // MIB
 
 
 def _shares(options: ServerOptions) -> tuple[str, ...]:
@@ -252,7 +316,9 @@ def _exposes(options: ServerOptions) -> tuple[tuple[str, str], ...]:
 _GRACEFUL_SHUTDOWN_SECONDS = 5
 
 
-def _run(app: FastAPI, sock: socket.socket, read_timeout: float, max_connections: int) -> None:
+def _run(
+    app: FastAPI, sock: socket.socket, protocol: type[H11Protocol], max_connections: int
+) -> None:
     # a stop waits at most a few seconds for open connections: E2B process streams stay open
     # for as long as their commands run, and would otherwise hold the server up indefinitely
     config = uvicorn.Config(
@@ -261,7 +327,7 @@ def _run(app: FastAPI, sock: socket.socket, read_timeout: float, max_connections
         lifespan="on",
         access_log=False,
         timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN_SECONDS,
-        http=http_protocol(read_timeout),
+        http=protocol,
         ws="none",  # no route takes a WebSocket: an upgrade is a plain request
         limit_concurrency=max_connections,
     )

@@ -82,7 +82,7 @@ class SwarmServer:
         self._keyring = keyring
         self._settings = settings
         self._leases = Leases(store, settings, keyring, engine)
-        self._sandboxes = LongLivedSandboxes(store, self._leases, keyring, engine)
+        self._sandboxes = LongLivedSandboxes(store, self._leases, keyring, engine, settings.disk_mb)
         self._stopped: str | None = None
         self._recover()
 

@@ -17,8 +17,9 @@ from ..model._rules import (
     MAX_NAME,
     check_command_line,
     check_env,
+    check_file_path,
     check_labels,
-    check_path,
+    check_program,
     check_text,
     parse_json,
     shown,
@@ -170,20 +171,23 @@ def parse_start(raw: Any) -> StartBody:
 
 
 def _check_start_text(body: StartBody) -> None:
-    commands = [body.command] if isinstance(body.command, str) else body.command
-    for i, part in enumerate(commands):
-        check_text("command" if isinstance(body.command, str) else f"command.{i}", part)
+    if isinstance(body.command, str):
+        check_text("command", body.command)
+    else:
+        check_program("command.0", body.command[0])
+        for i, part in enumerate(body.command[1:], 1):
+            check_text(f"command.{i}", part)
     if body.name is not None:
         check_text("name", body.name, control=False, most=MAX_NAME)
     if body.idempotencyKey is not None:
         check_text("idempotencyKey", body.idempotencyKey, control=False, most=MAX_NAME)
     if body.resultPath is not None:
-        check_path("resultPath", body.resultPath)
+        check_file_path("resultPath", body.resultPath)
     check_env("env", body.env)
     check_command_line("env", [], body.env)
     for where, files in _all_files(body):
         for path in files:
-            check_path(where, path)
+            check_file_path(where, path)
     for i, item in enumerate(body.inputs or []):
         for j, arg in enumerate(item.args):
             check_text(f"inputs.{i}.args.{j}", arg)

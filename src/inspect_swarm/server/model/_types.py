@@ -317,6 +317,8 @@ class Settings:
     idle_release: float = 600.0
     stuck_timeout: float = 900.0
     plan: Literal["scale", "none"] = "scale"
+    disk_mb: int = 12 * 1024
+    """The disk each sandbox's writes may fill, in MiB."""
 
     def max_concurrency(self, size: Size) -> int:
         """How many sandboxes of `size` fit in this server's memory at once."""

@@ -541,8 +541,13 @@ class SandboxHost:
             "system": list(SYSTEM_DIRS),
             "etc": list(ETC_ENTRIES),
             "mounts": [*config.exposes, *((path, path) for path in config.shares)],
+            "exposes": list(config.exposes),
         }
         self._factory = _Factory([str(self.sandbox_dir), marshal.dumps(settings).hex()])
+
+    def forwarded(self, peer: tuple[str, int]) -> bool:
+        """Whether a connection to the server from `peer` is a sandbox's, forwarded."""
+        return self._forwarder is not None and self._forwarder.forwarded(peer)
 
     def describe(self) -> dict[str, object]:
         """The isolation this server gives, as reported by the API."""

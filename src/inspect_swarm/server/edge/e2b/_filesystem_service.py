@@ -182,6 +182,7 @@ async def read_files(envd: Envd, request: Request) -> Response:
 async def write_files(envd: Envd, request: Request) -> JSONResponse:
     """`POST /files`: one file as the body (octet-stream), or several as multipart parts."""
     given = request.query_params.get("path", "")
+    envd.sandbox(request.headers)  # before the body: a refused upload is never read
     if request.headers.get("content-type", "").startswith("multipart/form-data"):
         form = await request.form()
         uploads = [
