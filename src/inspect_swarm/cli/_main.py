@@ -24,7 +24,9 @@ from ..client._contexts import HOSTED_API_URL, LOCAL
 from ..server._defaults import (
     DEFAULT_PORT,
     MAX_CLIENT_CONNECTIONS,
+    MAX_QUEUED,
     MIN_BODY_KIB,
+    RUNS_PER_MINUTE,
     default_memory_gib,
     default_state_dir,
 )
@@ -264,6 +266,18 @@ def _server_parser(server: argparse.ArgumentParser) -> None:
         f"~/.local/state/inspect-swarm; here {default_state_dir()})",
     )
     add("--max-sandboxes", type=_positive, default=5000, help="most sandboxes in one run")
+    add(
+        "--max-queued",
+        type=_positive,
+        default=MAX_QUEUED,
+        help="quota: sandboxes one account may have waiting to start, in all its runs",
+    )
+    add(
+        "--runs-per-minute",
+        type=_positive,
+        default=RUNS_PER_MINUTE,
+        help="quota: runs one account may start in any 60 seconds",
+    )
     add("--max-body-mib", type=_positive, default=16, help="largest request body (not uploads)")
     add(
         "--max-file-mib",
@@ -590,6 +604,8 @@ def _server(args: argparse.Namespace) -> int:
             memory_gib=args.memory_gib,
             state_dir=args.state_dir,
             max_sandboxes=args.max_sandboxes,
+            max_queued=args.max_queued,
+            runs_per_minute=args.runs_per_minute,
             max_body_mib=args.max_body_mib,
             max_file_mib=args.max_file_mib,
             read_timeout=args.read_timeout,

@@ -11,6 +11,10 @@ from pathlib import Path
 DEFAULT_PORT = 8767
 MIN_BODY_KIB = 64
 """The slowest average rate of a request body, in KiB a second, after the read timeout."""
+MAX_QUEUED = 20_000
+"""The most sandboxes one account may have waiting to start, in all its runs."""
+RUNS_PER_MINUTE = 60
+"""The most runs one account may start in any 60 seconds."""
 MAX_CLIENT_CONNECTIONS = 256
 """The most connections one client address may hold open (sandboxes' counted apart)."""
 

@@ -24,7 +24,9 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from ._defaults import (
     DEFAULT_PORT,
     MAX_CLIENT_CONNECTIONS,
+    MAX_QUEUED,
     MIN_BODY_KIB,
+    RUNS_PER_MINUTE,
     default_memory_gib,
     default_state_dir,
 )
@@ -34,7 +36,7 @@ from .edge._app import create_app
 from .edge._auth import ALL_SCOPES
 from .edge._middleware import KIB, MIB, HttpLimits, http_protocol
 from .engines._local import LocalEngine
-from .model._types import Settings
+from .model._types import Quotas, Settings
 from .records._runs import Runs
 from .records._store import Store
 from .sandboxes._isolation import (
@@ -72,6 +74,10 @@ class ServerOptions:
     min_body_kib: int = MIN_BODY_KIB
     max_connections: int = 4096
     max_client_connections: int = MAX_CLIENT_CONNECTIONS
+    max_queued: int = MAX_QUEUED
+    """Every account's quota of sandboxes waiting to start."""
+    runs_per_minute: int = RUNS_PER_MINUTE
+    """Every account's quota of runs started a minute."""
     max_sandbox_connections: int = 128
     plan: Literal["scale", "none"] = "scale"
     min_timeout: int = 10
@@ -238,6 +244,7 @@ def serve(options: ServerOptions, on_ready: Announce | None = None) -> None:
         stuck_timeout=options.stuck_timeout,
         plan=options.plan,
         disk_mb=_disk_mb(sandbox_host, state_dir),
+        quotas=Quotas(options.max_queued, options.runs_per_minute),
     )
     server = assemble(store, sandbox_host, settings, url, options)
     limits = HttpLimits(
