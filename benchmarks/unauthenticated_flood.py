@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.server.conftest import KEY, start_server
+from tests.servers import KEY, start_server
 
 ADDRESSES = [f"127.0.0.{i}" for i in range(2, 18)]
 TRICKLE_SECONDS = 10.0

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ..server.conftest import Server
+from ..servers import Server
 from .conftest import in_sandbox, served
 
 

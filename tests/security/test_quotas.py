@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ..server.conftest import KEY, Server
+from ..servers import KEY, Server
 from .conftest import in_sandbox, served
 
 MAX_QUEUED = 10

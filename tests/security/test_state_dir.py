@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ..server.conftest import cli
+from ..servers import cli
 
 NOBODY = 65534
 

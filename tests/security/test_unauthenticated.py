@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ..server.conftest import KEY, Server
+from ..servers import KEY, Server
 from .conftest import in_sandbox, served
 from .test_edge import address
 
