@@ -11,6 +11,8 @@ from pathlib import Path
 DEFAULT_PORT = 8767
 MIN_BODY_KIB = 64
 """The slowest average rate of a request body, in KiB a second, after the read timeout."""
+DISK_GIB = 12
+"""Each sandbox's disk, as the hosted service's (`--disk-gib` sets another)."""
 MAX_QUEUED = 20_000
 """The most sandboxes one account may have waiting to start, in all its runs."""
 RUNS_PER_MINUTE = 60

@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from .._defaults import MAX_QUEUED, RUNS_PER_MINUTE
+from .._defaults import DISK_GIB, MAX_QUEUED, RUNS_PER_MINUTE
 from ._rules import refusing, shown
 
 GIB = 1024**3
@@ -328,7 +328,7 @@ class Settings:
     idle_release: float = 600.0
     stuck_timeout: float = 900.0
     plan: Literal["scale", "none"] = "scale"
-    disk_mb: int = 12 * 1024
+    disk_mb: int = DISK_GIB * 1024
     """The disk each sandbox's writes may fill, in MiB."""
     quotas: Quotas = field(default_factory=Quotas)
     """Every account's."""
