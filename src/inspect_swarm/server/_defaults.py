@@ -15,7 +15,7 @@ DISK_GIB = 12
 """Each sandbox's disk, as the hosted service's (`--disk-gib` sets another)."""
 MAX_QUEUED = 20_000
 """The most sandboxes one account may have waiting to start, in all its runs."""
-RUNS_PER_MINUTE = 60
+RUNS_PER_MINUTE = 600
 """The most runs one account may start in any 60 seconds."""
 MAX_CLIENT_CONNECTIONS = 256
 """The most connections one client address may hold open (sandboxes' counted apart)."""

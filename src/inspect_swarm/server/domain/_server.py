@@ -232,7 +232,6 @@ class SwarmServer:
             assert view is not None
             return view, False
         self._check(request)
-        self._quotas.check(owner.account, request.count)
         spec = RunSpec(
             request.command,
             request.size,
@@ -243,6 +242,7 @@ class SwarmServer:
         inputs = request.sandbox_inputs()
         _check_command_lines(request, spec, inputs)
         lease, _ = self._rent(owner.account)
+        self._quotas.check(owner.account, len(inputs))
         run = RunRecord(
             id=uuid.uuid4().hex,
             account=owner.account,
