@@ -55,6 +55,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "8",
         "--max-file-mib",
         "1",
+        "--disk-gib",
+        "3",
     )
     yield handle
     handle.kill(signal.SIGTERM)
@@ -117,6 +119,11 @@ BAD_STARTS: list[tuple[str, dict[str, Any]]] = [
     ),
     ("inputs.1", {**start_body(count=None), "inputs": [{}, {"args": ["a" * ARG]}]}),
     ("env", start_body(env={"BIG": "v" * ARG})),
+    ("command.0", start_body(command=[""])),
+    ("command.0", start_body(command=["", "echo"])),
+    ("files", start_body(files={"/": "x"})),
+    ("inputs.0.files", {**start_body(count=None), "inputs": [{"files": {"/tmp/..": "x"}}]}),
+    ("resultPath", start_body(resultPath="/tmp/")),
 ]
 
 
@@ -230,6 +237,23 @@ def test_half_open_connections_are_closed_after_the_read_timeout(server: Server)
             assert sock.recv(100) == b""  # closed by the server
         sock.close()
     assert time.monotonic() - started < 8
+
+
+@pytest.mark.parametrize("pieces", [1, 64], ids=["at-once", "in-pieces"])
+def test_a_head_over_16_kib_is_refused_however_it_arrives(server: Server, pieces: int) -> None:
+    line = f"X-Long: {'a' * 100_000}\r\n".encode()
+    head = b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + line + b"\r\n"
+    with socket.create_connection(address(server), timeout=10) as sock:
+        size = -(-len(head) // pieces)
+        with contextlib.suppress(OSError):  # the server may close before the last piece
+            for start in range(0, len(head), size):
+                sock.sendall(head[start : start + size])
+        answer = sock.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
+    # a head just under the limit is served
+    with socket.create_connection(address(server), timeout=10) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Long: " + b"a" * 15_000 + b"\r\n\r\n")
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
 
 
 def test_a_body_that_stalls_is_answered_408(server: Server) -> None:
@@ -494,6 +518,7 @@ def test_e2b_list_parameters_are_checked_and_paging_ends(
                 break
         http.delete(f"/sandboxes/{other}", headers=api)
     assert pages == 2 and sorted(seen) == sorted([e2b_box["E2b-Sandbox-Id"], other])
+    assert page.json()[0]["diskSizeMB"] == 3 * 1024  # the disk each sandbox has here
 
 
 def test_e2b_requests_the_domain_refuses_are_answered_in_e2bs_shape(

@@ -214,6 +214,16 @@ def _server_parser(server: argparse.ArgumentParser) -> None:
         f"~/.local/state/inspect-swarm; here {default_state_dir()})",
     )
     add("--max-sandboxes", type=positive, help="most sandboxes in one run")
+    add(
+        "--max-queued",
+        type=positive,
+        help="quota: sandboxes one account may have waiting to start, in all its runs",
+    )
+    add(
+        "--runs-per-minute",
+        type=positive,
+        help="quota: runs one account may start in any 60 seconds",
+    )
     add("--max-body-mib", type=positive, help="largest request body (not uploads)")
     add(
         "--max-file-mib",
@@ -227,9 +237,21 @@ def _server_parser(server: argparse.ArgumentParser) -> None:
         help="close a connection whose request head takes, or body pauses, this long",
     )
     add(
+        "--min-body-rate",
+        dest="min_body_kib",
+        metavar="KIB",
+        type=positive,
+        help="slowest average rate of a request body, in KiB/s, after the read timeout's grace",
+    )
+    add(
         "--max-connections",
         type=positive,
         help="open connections past which requests are answered 503",
+    )
+    add(
+        "--max-client-connections",
+        type=positive,
+        help="connections one client address may hold open (not counting sandboxes')",
     )
     add(
         "--max-sandbox-connections",

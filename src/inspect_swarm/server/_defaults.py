@@ -17,6 +17,17 @@ KEYS_VARIABLE = "INSPECT_SWARM_API_KEYS"
 """The environment variable a server reads accepted keys from: `KEY[:SCOPES]` entries
 separated by white space."""
 
+MIN_BODY_KIB = 64
+"""The slowest average rate of a request body, in KiB a second, after the read timeout."""
+DISK_GIB = 12
+"""Each sandbox's disk, as the hosted service's (`--disk-gib` sets another)."""
+MAX_QUEUED = 20_000
+"""The most sandboxes one account may have waiting to start, in all its runs."""
+RUNS_PER_MINUTE = 600
+"""The most runs one account may start in any 60 seconds."""
+MAX_CLIENT_CONNECTIONS = 256
+"""The most connections one client address may hold open (sandboxes' counted apart)."""
+
 
 class ServerOptions(NamedTuple):
     """Everything `inspect-swarm server` takes (a named tuple, read by the command line as it
@@ -39,7 +50,15 @@ class ServerOptions(NamedTuple):
     max_body_mib: int = 16
     max_file_mib: int = 256
     read_timeout: float = 30.0
+    min_body_kib: int = MIN_BODY_KIB
+    """The slowest average rate of a request body, in KiB a second, after the read timeout."""
     max_connections: int = 4096
+    max_client_connections: int = MAX_CLIENT_CONNECTIONS
+    """The most connections one client address may hold open (sandboxes' counted apart)."""
+    max_queued: int = MAX_QUEUED
+    """Every account's quota of sandboxes waiting to start, in all its runs."""
+    runs_per_minute: int = RUNS_PER_MINUTE
+    """Every account's quota of runs started in any 60 seconds."""
     max_sandbox_connections: int = 128
     plan: Literal["scale", "none"] = "scale"
     min_timeout: int = 10

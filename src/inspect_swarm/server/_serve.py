@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import secrets
 import shutil
 import socket
+import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import uvicorn
 from starlette.types import ASGIApp
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ._defaults import (
     KEYS_VARIABLE,
@@ -27,13 +30,13 @@ from .domain._leases import Keyring
 from .domain._server import SwarmServer
 from .edge._app import create_app
 from .edge._auth import ALL_SCOPES
-from .edge._middleware import MIB, HttpLimits, http_protocol
+from .edge._middleware import KIB, MIB, HttpLimits, http_protocol
 from .edge._ports import ByPort
 from .edge.console import create_console
 from .engines._engine import Engine
 from .engines._local import LocalRunner
 from .engines._scheduler import Scheduler
-from .model._types import Settings
+from .model._types import Quotas, Settings
 from .records._runs import Runs
 from .records._store import Store
 from .sandboxes._isolation import (
@@ -99,15 +102,55 @@ def _server_key(state_dir: Path) -> str:
         os.chmod(path, 0o600)
         return path.read_text().strip()
     key = f"isk_{secrets.token_urlsafe(24)}"
-    write_private(path, key + "\n")
+    write_fresh(path, key + "\n")
     return key
 
 
-def write_private(path: Path, text: str) -> None:
-    """Write a file only its owner may read (it holds a key), whatever mode it had."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+def trusted_state_dir(state_dir: Path) -> None:
+    """Refuse a state directory another user could have written to: it must be the server
+    user's, writable by no group or other, and hold nothing that is a symbolic link or
+    another user's (a key file put there, say, or a link to a file the server would write)."""
+    refuse = f"--state-dir: {state_dir}"
+    mine = os.geteuid()
+    status = os.stat(state_dir)
+    if status.st_uid != mine:
+        raise ValueError(
+            f"{refuse} belongs to uid {status.st_uid}, not to the server's user ({mine}); "
+            "name a directory of the server's user, or one that does not exist yet"
+        )
+    if status.st_mode & 0o022:
+        raise ValueError(
+            f"{refuse} is writable by its group or others (mode {status.st_mode & 0o777:o}); "
+            f"check that nothing in it is another's, then `chmod go-w {state_dir}`"
+        )
+    for entry in os.scandir(state_dir):
+        if entry.is_symlink():
+            raise ValueError(
+                f"{refuse}: {entry.path} is a symbolic link; remove it (the server makes "
+                "everything in its state directory itself)"
+            )
+        if (owner := entry.stat(follow_symlinks=False).st_uid) != mine:
+            raise ValueError(
+                f"{refuse}: {entry.path} belongs to uid {owner}, not to the server's user "
+                f"({mine}); remove it (the server makes everything in its state directory)"
+            )
+
+
+def write_fresh(path: Path, text: str, option: str = "--state-dir") -> None:
+    """Write a file anew that only its owner may read (it holds a key): an earlier one of
+    the server's user is replaced, and a symbolic link or another user's file is refused
+    (naming the `option` that gave its path), never followed or written into."""
+    with contextlib.suppress(FileNotFoundError):
+        status = os.lstat(path)
+        if not stat.S_ISREG(status.st_mode) or status.st_uid != os.geteuid():
+            raise ValueError(
+                f"{option}: {path}: exists and is not a file of the server's user (a symbolic "
+                "link, or another user's); remove it, or name a path that does not exist"
+            )
+        os.unlink(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w") as file:
-        os.fchmod(fd, 0o600)
+        os.fchmod(fd, 0o600)  # whatever the umask took away, and no more
         file.write(text)
 
 
@@ -146,7 +189,8 @@ def serve(options: ServerOptions, on_ready: Announce | None = None) -> None:
         stream=sys.stderr,
     )
     state_dir = (options.state_dir or default_state_dir()).resolve()
-    state_dir.mkdir(parents=True, exist_ok=True)
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    trusted_state_dir(state_dir)
     os.chmod(state_dir, 0o700)  # its database and key files are the server's alone
     keys = dict(parse_key(k) for k in given_keys(options))
     if not keys:
@@ -184,10 +228,16 @@ def serve(options: ServerOptions, on_ready: Announce | None = None) -> None:
         idle_release=options.idle_release,
         stuck_timeout=options.stuck_timeout,
         plan=options.plan,
+        disk_mb=_disk_mb(sandbox_host, state_dir),
+        quotas=Quotas(options.max_queued, options.runs_per_minute),
     )
     server = assemble(store, sandbox_host, settings, url, options)
     limits = HttpLimits(
-        options.max_body_mib * MIB, options.max_file_mib * MIB, options.read_timeout
+        options.max_body_mib * MIB,
+        options.max_file_mib * MIB,
+        options.read_timeout,
+        options.min_body_kib * KIB,
+        options.max_client_connections,
     )
     app = create_app(server, keys, limits)
     served: ASGIApp = app
@@ -207,10 +257,12 @@ def serve(options: ServerOptions, on_ready: Announce | None = None) -> None:
     if "consoleUrl" in ready:
         print(f"  console: {ready['consoleUrl']}", flush=True)
     if options.ready_file is not None:
-        write_private(options.ready_file, json.dumps({**ready, "apiKey": first_key}))
+        write_fresh(options.ready_file, json.dumps({**ready, "apiKey": first_key}), "--ready-file")
     sockets = [sock] if console_sock is None else [sock, console_sock]
     try:
-        _run(served, sockets, limits.read_timeout, options.max_connections)
+        _run(
+            served, sockets, http_protocol(limits, sandbox_host.forwarded), options.max_connections
+        )
     finally:
         store.close()
 
@@ -252,6 +304,12 @@ def _engine_memory_gib(options: ServerOptions) -> int:
     return connect(options.ray_address)
 
 
+def _disk_mb(host: SandboxHost, state_dir: Path) -> int:
+    """What one sandbox's writes may fill: its disk, else the state directory's file system."""
+    quota = host.config.disk_bytes if host.mode == "namespaces" else 0
+    return (quota or shutil.disk_usage(state_dir).total) // MIB
+
+
 def _shares(options: ServerOptions) -> tuple[str, ...]:
     shares = []
     for share in options.shares:
@@ -288,7 +346,7 @@ _GRACEFUL_SHUTDOWN_SECONDS = 5
 
 
 def _run(
-    app: ASGIApp, sockets: list[socket.socket], read_timeout: float, max_connections: int
+    app: ASGIApp, sockets: list[socket.socket], protocol: type[H11Protocol], max_connections: int
 ) -> None:
     # a stop waits at most a few seconds for open connections: E2B process streams stay open
     # for as long as their commands run, and would otherwise hold the server up indefinitely
@@ -298,7 +356,7 @@ def _run(
         lifespan="on",
         access_log=False,
         timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN_SECONDS,
-        http=http_protocol(read_timeout),
+        http=protocol,
         ws="none",  # no route takes a WebSocket: an upgrade is a plain request
         limit_concurrency=max_connections,
     )

@@ -883,9 +883,9 @@ async def test_all_sandboxes_processes_together_are_capped(tmp_path: Path) -> No
         host.cgroups.remove_base()
 
 
-def test_the_default_cap_leaves_a_quarter_of_the_hosts_processes_to_it() -> None:
+def test_the_default_caps_of_three_servers_leave_a_quarter_of_the_hosts_processes() -> None:
     limits = [int(Path(f"/proc/sys/kernel/{n}").read_text()) for n in ("pid_max", "threads-max")]
-    assert default_pids_cap() == 3 * min(limits) // 4
+    assert 3 * default_pids_cap() <= 3 * min(limits) // 4
 
 
 async def test_a_sandbox_has_the_hosts_system_accounts_only_and_a_user_no_host_id_has(

@@ -48,6 +48,8 @@ class LongLivedSandbox:
     lease_id: str
     template: str
     size: Size
+    disk_mb: int
+    """What its writes may fill, in MiB."""
     metadata: dict[str, str]
     env: dict[str, str]
     """Variables every process gets (the lease's with its own key, E2B's and the create
@@ -88,8 +90,11 @@ class LongLivedSandbox:
 class LongLivedSandboxes:
     """The live long-lived sandboxes of one server (a holder of its lease)."""
 
-    def __init__(self, store: Store, leases: Leases, keyring: Keyring, engine: Engine) -> None:
+    def __init__(
+        self, store: Store, leases: Leases, keyring: Keyring, engine: Engine, disk_mb: int
+    ) -> None:
         self._store = store
+        self._disk_mb = disk_mb
         self._leases = leases
         self._keyring = keyring
         self._engine = engine
@@ -128,6 +133,7 @@ class LongLivedSandboxes:
             lease_id=lease.id,
             template=spec.template,
             size=size,
+            disk_mb=self._disk_mb,
             metadata=dict(spec.metadata),
             env={
                 **self._keyring.sandbox_env(lease.id, sandbox_id, owner.lineage),

@@ -63,6 +63,7 @@ from ..records._runs import Runs, RunView
 from ..records._store import Store
 from ._leases import Keyring, Leases
 from ._long_lived import LongLivedSandbox, LongLivedSandboxes
+from ._quotas import AccountQuotas
 
 RECORDS_KEPT_SECONDS = 7 * 24 * 3600
 _CHECKPOINT_SECONDS = 1.0
@@ -83,7 +84,8 @@ class SwarmServer:
         self._keyring = keyring
         self._settings = settings
         self._leases = Leases(store, settings, keyring, engine)
-        self._sandboxes = LongLivedSandboxes(store, self._leases, keyring, engine)
+        self._quotas = AccountQuotas(store, settings.quotas)
+        self._sandboxes = LongLivedSandboxes(store, self._leases, keyring, engine, settings.disk_mb)
         self._stopped: str | None = None
         self._recover()
 
@@ -241,6 +243,7 @@ class SwarmServer:
         inputs = request.sandbox_inputs()
         _check_command_lines(request, spec, inputs)
         lease, _ = self._rent(owner.account)
+        self._quotas.check(owner.account, len(inputs))
         run = RunRecord(
             id=uuid.uuid4().hex,
             account=owner.account,
@@ -256,6 +259,7 @@ class SwarmServer:
         idempotency = None if key is None else (owner.namespace, key, request.digest)
         view = self._runs.insert(run, inputs, sandbox_ids, idempotency)
         self._engine.submit(run, list(range(len(inputs))))
+        self._quotas.started(owner.account)
         logger.info(
             "run %s started by %s: %d sandboxes of %s vCPU, %s GB",
             run.id,

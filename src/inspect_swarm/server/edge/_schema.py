@@ -29,8 +29,9 @@ from ..model._rules import (
     MAX_NAME,
     check_command_line,
     check_env,
+    check_file_path,
     check_labels,
-    check_path,
+    check_program,
     check_text,
     parse_json,
     shown,
@@ -200,9 +201,12 @@ def _check(field: ApiField, where: str, value: Any) -> None:
     """Refuse what the field's kind never accepts, beyond its model's types and bounds."""
     kind = field.kind
     if kind == "command":
-        parts = [(where, value)] if isinstance(value, str) else enumerate(value)
-        for part, text in parts:
-            check_text(where if isinstance(value, str) else f"{where}.{part}", text)
+        if isinstance(value, str):
+            check_text(where, value)
+        else:
+            check_program(f"{where}.0", value[0])
+            for part, text in enumerate(value[1:], 1):
+                check_text(f"{where}.{part}", text)
     elif kind == "text":
         check_text(where, value, control=False, most=MAX_NAME)
     elif kind == "path":
@@ -227,7 +231,7 @@ def _check(field: ApiField, where: str, value: Any) -> None:
 def _check_absolute(where: str, path: str, problem: str) -> None:
     if not path.startswith("/"):
         raise InvalidRequest(where, f"{problem}, got {shown(path)}")
-    check_path(where, path)
+    check_file_path(where, path)
 
 
 def body_hash(raw: dict[str, Any]) -> str:

@@ -18,7 +18,7 @@ from typing import ClassVar, Literal
 
 from ..._swarms_api import DEFAULT_SIZE, DEFAULT_TIMEOUT, MAX_TIMEOUT
 from ..._swarms_api import DEFAULT_TEMPLATE as DEFAULT_TEMPLATE
-from .._defaults import SERVER_DEFAULTS
+from .._defaults import DISK_GIB, MAX_QUEUED, RUNS_PER_MINUTE, SERVER_DEFAULTS
 from ._rules import refusing, shown
 
 GIB = 1024**3
@@ -307,6 +307,16 @@ class KeyRecord:
 
 
 @dataclass(frozen=True)
+class Quotas:
+    """What one account may have at once and start in a while (its sandbox keys included)."""
+
+    max_queued: int = MAX_QUEUED
+    """Sandboxes waiting to start, in all its runs."""
+    runs_per_minute: int = RUNS_PER_MINUTE
+    """Runs started in any 60 seconds."""
+
+
+@dataclass(frozen=True)
 class Settings:
     """Limits and timings of one server."""
 
@@ -318,6 +328,10 @@ class Settings:
     idle_release: float = SERVER_DEFAULTS.idle_release
     stuck_timeout: float = SERVER_DEFAULTS.stuck_timeout
     plan: Literal["scale", "none"] = SERVER_DEFAULTS.plan
+    disk_mb: int = DISK_GIB * 1024
+    """The disk each sandbox's writes may fill, in MiB."""
+    quotas: Quotas = field(default_factory=Quotas)
+    """Every account's."""
 
     def max_concurrency(self, size: Size) -> int:
         """How many sandboxes of `size` fit in this server's memory at once."""
@@ -371,6 +385,8 @@ class SwarmError(Exception):
     code: ClassVar[str]
     field: str | None = None
     """The request's field at fault, if one is."""
+    retry_after: int | None = None
+    """In how many seconds the same request may succeed, when that is known."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -484,6 +500,16 @@ class MemoryFull(SwarmError):
     """No memory left to book for a sandbox now."""
 
     code = "memory_full"
+
+
+class QuotaExceeded(SwarmError):
+    """A start past one of the account's quotas: what is left, and when more is."""
+
+    code = "quota_exceeded"
+
+    def __init__(self, message: str, retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class EngineStopped(SwarmError):

@@ -190,6 +190,15 @@ class Store:
             counts[status] = n
         return counts
 
+    def queued(self, account: str) -> int:
+        """How many sandboxes of the account's unfinished runs wait to start."""
+        row = self._db.execute(
+            "SELECT COUNT(*) FROM sandboxes WHERE status = 'queued' AND run_id IN "
+            "(SELECT id FROM runs WHERE account = ? AND status != 'completed')",
+            (account,),
+        ).fetchone()
+        return int(row[0])
+
     # sandboxes
 
     def sandboxes(self, run_id: str, status: str | None = None) -> list[SandboxRecord]:

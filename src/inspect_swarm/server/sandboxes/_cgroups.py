@@ -68,13 +68,13 @@ class Usage:
 
 
 def default_pids_cap() -> int:
-    """Three quarters of the processes the kernel allows in all (the smaller of
-    `kernel.pid_max` and `kernel.threads-max`): the rest is the host's."""
+    """A quarter of the processes the kernel allows in all (the smaller of `kernel.pid_max`
+    and `kernel.threads-max`), so that even three servers on one host leave it a quarter."""
     limits = []
     for name in ("pid_max", "threads-max"):
         with contextlib.suppress(OSError, ValueError):
             limits.append(int(Path(f"/proc/sys/kernel/{name}").read_text()))
-    return max(1, 3 * min(limits, default=32768) // 4)
+    return max(1, min(limits, default=32768) // 4)
 
 
 def _own_cgroups() -> dict[str, str]:

@@ -37,6 +37,7 @@ from typing import ClassVar, Literal, TypeVar
 
 import anyio
 
+from .._defaults import DISK_GIB
 from . import _files as _sandbox_files
 from ._cgroups import Cgroups, Limits, SandboxCgroup, Usage, default_pids_cap
 from ._child_process import ChildProcess, HostProcess, SandboxProcess, SpawnOptions, Stdio, spawn
@@ -54,8 +55,8 @@ T = TypeVar("T")
 _INIT = Path(__file__).with_name("_init.py")
 _BOOT_TIMEOUT = 30.0
 GIB = 1024**3
-DISK_BYTES = 12 * GIB
-"""Each sandbox's disk, as the spec's (`--disk-gib` sets another)."""
+DISK_BYTES = DISK_GIB * GIB
+"""Each sandbox's disk, unless told otherwise."""
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt")
 """The host's directories every sandbox has, under a writable layer of its own (a link among
 them, as merged-/usr systems have, is a link in the sandbox too)."""
@@ -609,8 +610,13 @@ class SandboxHost:
             "system": list(SYSTEM_DIRS),
             "etc": list(ETC_ENTRIES),
             "mounts": [*config.exposes, *((path, path) for path in config.shares)],
+            "exposes": list(config.exposes),
         }
         self._factory = _Factory([str(self.sandbox_dir), marshal.dumps(settings).hex()])
+
+    def forwarded(self, peer: tuple[str, int]) -> bool:
+        """Whether a connection to the server from `peer` is a sandbox's, forwarded."""
+        return self._forwarder is not None and self._forwarder.forwarded(peer)
 
     def describe(self) -> dict[str, object]:
         """The isolation this server gives, as reported by the API."""

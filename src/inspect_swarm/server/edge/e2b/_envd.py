@@ -63,7 +63,12 @@ def connect_errors() -> Iterator[None]:
     try:
         yield
     except E2BError as ex:
-        raise ConnectError(_CODES.get(ex.status, Code.INTERNAL), ex.message) from None
+        raise ConnectError(connect_code(ex.status), ex.message) from None
+
+
+def connect_code(status: int) -> Code:
+    """The Connect protocol's code for an E2B error's HTTP status."""
+    return _CODES.get(status, Code.INTERNAL)
 
 
 class Envd:

@@ -304,6 +304,11 @@ async def write_files(envd: Envd, request: Request) -> JSONResponse:
     """`POST /files`: one file as the body (octet-stream, gzip-encoded if it says so), or
     several as multipart parts."""
     given = request.query_params.get("path", "")
+    # the caller first: a refused upload is never read
+    if "signature" in request.query_params:
+        envd.signed(request.query_params, "write")
+    else:
+        envd.sandbox(request.headers)
     encoding = request.headers.get("content-encoding", "identity").strip().lower()
     if encoding not in ("identity", "gzip"):
         raise E2BError(415, f"Content-Encoding {encoding!r}: send gzip or none")

@@ -20,6 +20,8 @@ from e2b.envd.process.process_connect import ProcessASGIApplication
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ...domain._server import SwarmServer
 from ...model._keys import Owner
@@ -36,7 +38,7 @@ from ._answers import (
     E2BMetric,
     E2BTimeoutBody,
 )
-from ._envd import Envd, bad_request
+from ._envd import Envd, bad_request, connect_code
 from ._filesystem_service import FilesystemService, read_files, write_files
 from ._process_service import ProcessService
 from ._wire import E2BError, created, detailed, listed, measured
@@ -58,11 +60,33 @@ def mount(app: FastAPI, server: SwarmServer, max_file: int) -> None:
     app.include_router(_control_plane(server))
     app.include_router(_daemon(envd))
     codecs = [_Refusing(proto_binary_codec()), _Refusing(proto_json_codec())]
-    app.mount("/process.Process", ProcessASGIApplication(ProcessService(envd), codecs=codecs))
+    process = ProcessASGIApplication(ProcessService(envd), codecs=codecs)
+    app.mount("/process.Process", _Admitted(process, envd))
     filesystem = FilesystemASGIApplication(FilesystemService(envd), codecs=codecs)
-    app.mount("/filesystem.Filesystem", filesystem)
+    app.mount("/filesystem.Filesystem", _Admitted(filesystem, envd))
     # last: the paths above are matched first, whatever their method
     app.include_router(_not_offered())
+
+
+class _Admitted:
+    """A Connect service behind a check of the request's sandbox and access token, made on
+    its head alone: the service reads a request's whole body before its handler runs, so a
+    caller without a token could otherwise make the server read as much as it sends."""
+
+    def __init__(self, app: ASGIApp, envd: Envd) -> None:
+        self._app = app
+        self._envd = envd
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            try:
+                self._envd.sandbox(Headers(scope=scope))
+            except E2BError as ex:
+                code = connect_code(ex.status)
+                body = {"code": code.value, "message": ex.message}
+                await JSONResponse(body, status_code=ex.status)(scope, receive, send)
+                return
+        await self._app(scope, receive, send)
 
 
 class _E2BRoute(APIRoute):

@@ -53,7 +53,7 @@ def listed(box: LongLivedSandbox) -> dict[str, Any]:
         "endAt": iso(box.end_at),
         "cpuCount": box.size.vcpus,
         "memoryMB": box.size.memory_gb * 1024,
-        "diskSizeMB": 12 * 1024,
+        "diskSizeMB": box.disk_mb,
         "state": "running",
         "envdVersion": ENVD_VERSION,
         "metadata": box.metadata,
