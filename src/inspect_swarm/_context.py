@@ -46,6 +46,10 @@ class SwarmHost(Protocol):
         """The swarm has begun to stop (set synchronously before any await)."""
         ...
 
+    async def stop_begun(self) -> None:
+        """Return once the swarm has begun to stop."""
+        ...
+
     @property
     def bus(self) -> MemberBus | None: ...
 

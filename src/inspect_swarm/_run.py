@@ -7,6 +7,7 @@ from typing import Any, overload
 
 import anyio
 from inspect_ai.agent import AgentState
+from inspect_ai.event import InfoEvent
 from inspect_ai.log._samples import sample_active
 from inspect_ai.model import ChatMessage, ChatMessageUser, ModelOutput, ModelUsage
 from inspect_ai.scorer import Scorer
@@ -46,12 +47,13 @@ from ._runtime._sample_records import (
     log_member_end,
     log_result,
     log_stop,
+    log_submissions,
     log_summary,
     metrics_record,
+    open_summary,
     write_ledger,
     write_metrics,
     write_result,
-    write_submissions,
 )
 from ._runtime._sandbox import check_environments_exist
 from ._runtime._stop import MemberStop, SwarmStoppingError, is_cancellation, leaves
@@ -124,6 +126,9 @@ class SwarmRun:
     @property
     def stopping(self) -> bool:
         return self._stopping
+
+    async def stop_begun(self) -> None:
+        await self._stop_requested.wait()
 
     @property
     def bus(self) -> SwarmBus | None:
@@ -456,6 +461,7 @@ class SwarmRun:
         self._input = list(state.messages)
         self._t0 = _now()
         self._span_id = current_span_id()
+        summary = open_summary()
         token = _swarm.set(self)
         error: BaseException | None = None
         try:
@@ -481,11 +487,13 @@ class SwarmRun:
             error = ex
             raise _sample_error(ex) from None
         finally:
-            self._finish(state, error)
+            self._finish(state, error, summary)
             _swarm.reset(token)
         return state
 
-    def _finish(self, state: AgentState, error: BaseException | None) -> None:
+    def _finish(
+        self, state: AgentState, error: BaseException | None, summary_event: InfoEvent
+    ) -> None:
         """Write the answer and every record. Synchronous: it runs on every path, including a
         cancellation, without needing a shielded scope."""
         answer = self._answer()
@@ -496,20 +504,21 @@ class SwarmRun:
         ledger = self._ledger(error)
         result = self._write_result(provisional=provisional, answer=answer)
         log_result("final", answer.record(provisional))
+        log_submissions(self._members)
         metrics = metrics_record(self._members, self._bus, answer, ledger, self.clock())
         ledger_json = ledger.model_dump(mode="json")
         log_summary(
+            summary_event,
             summarize(
                 result,
                 ledger_json,
                 metrics,
                 answer=state.output.completion,
                 token_type=self._enforcer.caps.token_type,
-            )
+            ),
         )
         write_ledger(ledger_json)
         write_metrics(metrics)
-        write_submissions(self._members)
         if self._bus is not None:
             self._bus.close()
 
