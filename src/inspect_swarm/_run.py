@@ -100,6 +100,9 @@ class SwarmRun:
         cancels were ended by it too, though what reaches them is a bare cancellation."""
         self.stop_reason: SwarmStopReason | None = None
         self._stop_requested = anyio.Event()
+        # members (of the scripted model) waiting in stop_begun(), and their wake-up
+        self._holding: set[str] = set()
+        self._held_change: anyio.Event | None = None
         self._controller_scope: anyio.CancelScope | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._running = 0
@@ -127,8 +130,28 @@ class SwarmRun:
     def stopping(self) -> bool:
         return self._stopping
 
-    async def stop_begun(self) -> None:
-        await self._stop_requested.wait()
+    async def stop_begun(self, member: str) -> None:
+        self._holding.add(member)
+        try:
+            self._wake_holders()
+            while not self._stopping and not self._nothing_else(member):
+                if self._held_change is None:
+                    self._held_change = anyio.Event()
+                await self._held_change.wait()
+        finally:
+            self._holding.discard(member)
+
+    def _nothing_else(self, member: str) -> bool:
+        """Every other member has ended or waits in `stop_begun()`, and the controller waits
+        for events with none left to read: no stop can come."""
+        others = (m for m in self._members if m.name != member)
+        idle = self._event_waiter is not None and not self._events
+        return idle and all(m.state == "ended" or m.name in self._holding for m in others)
+
+    def _wake_holders(self) -> None:
+        if self._held_change is not None:
+            self._held_change.set()
+            self._held_change = None
 
     @property
     def bus(self) -> SwarmBus | None:
@@ -266,6 +289,7 @@ class SwarmRun:
                     return
                 else:
                     self._event_waiter = anyio.Event()
+                    self._wake_holders()
                     await self._event_waiter.wait()
         finally:
             self._iterating = False
@@ -425,6 +449,7 @@ class SwarmRun:
         for m in self._members:
             m.turns.release(None)
         self._stop_requested.set()
+        self._wake_holders()
 
     async def _stopper(self) -> None:
         # members finish calls in flight for up to the grace period, then are cancelled

@@ -184,7 +184,7 @@ class ScriptedModelAPI(ModelAPI):
                 "but the call is outside every swarm: remove `after` from the step."
             )
         if after == "stop":
-            await swarm.stop_begun()
+            await swarm.stop_begun(current_member() or MAIN)
             return
         counters = self._counters.setdefault(active, {})
         while counters.get((after.member, None), 0) < after.step:

@@ -114,7 +114,7 @@ class Step(BaseModel):
 
     after: After | None = None
     """Hold the call until this has happened, then return (after `delay`): `"stop"`, the
-    swarm's stop has begun; `{member: w-1, step: 2}`, that member's second call has reached
+    swarm's stop has begun (or no stop can come); `{member: w-1, step: 2}`, that member's second call has reached
     the model. The order of members' steps then depends on no timing."""
 
     usage: StepUsage | None = None
