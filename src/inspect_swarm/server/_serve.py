@@ -11,20 +11,20 @@ import shutil
 import socket
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 import uvicorn
 from fastapi import FastAPI
 
-from ._defaults import DEFAULT_PORT, default_memory_gib, default_state_dir
+from ._defaults import KEYS_VARIABLE, ServerOptions, default_memory_gib, default_state_dir
 from .domain._leases import Keyring
 from .domain._server import SwarmServer
 from .edge._app import create_app
 from .edge._auth import ALL_SCOPES
 from .edge._middleware import MIB, HttpLimits, http_protocol
-from .engines._local import LocalEngine
+from .engines._engine import Engine
+from .engines._local import LocalRunner
+from .engines._scheduler import Scheduler
 from .model._types import Settings
 from .records._runs import Runs
 from .records._store import Store
@@ -32,7 +32,6 @@ from .sandboxes._isolation import (
     DISK_BYTES,
     GIB,
     IsolationConfig,
-    NetworkMode,
     SandboxError,
     SandboxHost,
 )
@@ -47,47 +46,42 @@ def default_disk_gib(state_dir: Path, memory_gib: int) -> int:
     return max(1, min(DISK_BYTES // GIB, int(0.9 * free / memory_gib / GIB)))
 
 
-@dataclass
-class ServerOptions:
-    """Everything `inspect-swarm server` takes."""
-
-    host: str = "127.0.0.1"
-    port: int = DEFAULT_PORT
-    api_keys: list[str] = field(default_factory=list)
-    memory_gib: int | None = None
-    state_dir: Path | None = None
-    max_sandboxes: int = 5000
-    max_body_mib: int = 16
-    max_file_mib: int = 256
-    read_timeout: float = 30.0
-    max_connections: int = 4096
-    max_sandbox_connections: int = 128
-    plan: Literal["scale", "none"] = "scale"
-    min_timeout: int = 10
-    idle_release: float = 600.0
-    stuck_timeout: float = 900.0
-    network: NetworkMode = "none"
-    isolation: Literal["auto", "namespaces", "process"] = "auto"
-    masks: tuple[str, ...] = ()
-    shares: tuple[str, ...] = ()
-    ready_file: Path | None = None
-    exposes: tuple[str, ...] = ()
-    """`HOST[:PATH]`: a host path mounted read-only in every sandbox (at PATH, else its own)."""
-    disk_gib: float | None = None
-    max_pids: int | None = None
-    engine: Literal["local", "ray"] = "local"
-    """Where sandboxes of runs run: this machine, or the nodes of a Ray cluster."""
-    ray_address: str | None = None
-    """The Ray cluster to join (None: the one this machine is part of)."""
-    log_level: str = "warning"
-
-
 def parse_key(spec: str) -> tuple[str, frozenset[str]]:
     """`KEY` (every scope) or `KEY:scope[,scope]` with scopes from read and provision."""
     key, _, scopes = spec.rpartition(":")
     if key and scopes and set(scopes.split(",")) <= ALL_SCOPES:
         return key, frozenset(scopes.split(","))
     return spec, ALL_SCOPES
+
+
+def given_keys(options: ServerOptions) -> list[str]:
+    """The keys `options` give: their own, their key file's and the `INSPECT_SWARM_API_KEYS`
+    variable's (each `KEY[:SCOPES]`)."""
+    keys = [*options.api_keys, *os.environ.get(KEYS_VARIABLE, "").split()]
+    if options.api_key_file is not None:
+        keys += _key_file(options.api_key_file)
+    return keys
+
+
+def _key_file(path: Path) -> list[str]:
+    """The keys of a key file, refusing one that others may write (they could add a key)."""
+    try:
+        mode = path.stat().st_mode
+        text = path.read_text()
+    except OSError as ex:
+        raise ValueError(f"--api-key-file: cannot read {str(path)!r} ({ex.strerror})") from None
+    if mode & 0o022:
+        raise ValueError(
+            f"--api-key-file: {str(path)!r} may be written by others, who could add a key; "
+            f"`chmod go-w {path}` (or 600)"
+        )
+    keys = [line.strip() for line in text.splitlines()]
+    keys = [key for key in keys if key and not key.startswith("#")]
+    if not keys:
+        raise ValueError(
+            f"--api-key-file: {str(path)!r} holds no key; write one KEY[:SCOPES] a line"
+        )
+    return keys
 
 
 def _server_key(state_dir: Path) -> str:
@@ -120,13 +114,15 @@ def assemble(
     default), taking up where the last server on the store left off."""
     keyring = Keyring(store, url)
     if options is not None and options.engine == "ray":
-        from .engines.ray._engine import RayEngine, ray_isolation
+        from .engines.ray._engine import RayRunner, ray_isolation
 
         runs = Runs(store, ray_isolation(host))
-        engine = RayEngine(runs, host, settings, keyring, options.ray_address, options.host)
-        return SwarmServer(store, runs, engine, keyring, settings)
-    runs = Runs(store, host.describe())
-    return SwarmServer(store, runs, LocalEngine(runs, host, settings, keyring), keyring, settings)
+        runner = RayRunner(host, options.ray_address, options.host)
+        engine: Engine = Scheduler(runs, settings, keyring, runner)
+    else:
+        runs = Runs(store, host.describe())
+        engine = Scheduler(runs, settings, keyring, LocalRunner(host))
+    return SwarmServer(store, runs, engine, keyring, settings)
 
 
 Announce = Callable[[str, str], str]
@@ -144,7 +140,7 @@ def serve(options: ServerOptions, on_ready: Announce | None = None) -> None:
     state_dir = (options.state_dir or default_state_dir()).resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(state_dir, 0o700)  # its database and key files are the server's alone
-    keys = dict(parse_key(k) for k in options.api_keys)
+    keys = dict(parse_key(k) for k in given_keys(options))
     if not keys:
         keys = {_server_key(state_dir): ALL_SCOPES}
     store = Store(state_dir / "swarm.db")  # first: a database it cannot open stops it here

@@ -23,6 +23,7 @@ import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 
+from .._defaults import SERVER_DEFAULTS
 from ..records._wire import error_object
 
 MIB = 1024**2
@@ -34,12 +35,12 @@ logger = logging.getLogger(__name__)
 class HttpLimits:
     """What one request may send, and how slowly."""
 
-    max_body: int = 16 * MIB
+    max_body: int = SERVER_DEFAULTS.max_body_mib * MIB
     """The largest request body, except uploads."""
-    max_file: int = 256 * MIB
+    max_file: int = SERVER_DEFAULTS.max_file_mib * MIB
     """The largest upload (the bodies of the paths `Edge` is given as uploads: a file, a
     command's input) and the largest file read back, through the E2B daemon."""
-    read_timeout: float = 30.0
+    read_timeout: float = SERVER_DEFAULTS.read_timeout
     """How long a request's head may take to arrive, and its body may pause, in seconds."""
 
 

@@ -16,6 +16,9 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
+from ..._swarms_api import DEFAULT_SIZE, DEFAULT_TIMEOUT, MAX_TIMEOUT
+from ..._swarms_api import DEFAULT_TEMPLATE as DEFAULT_TEMPLATE
+from .._defaults import SERVER_DEFAULTS
 from ._rules import refusing, shown
 
 GIB = 1024**3
@@ -25,8 +28,6 @@ RESULT_BYTES = 64 * 1024
 """The largest result file."""
 TEMPLATES = ("base", "python", "code-interpreter")
 """The templates this server offers (each is the same root: the host's system directories)."""
-DEFAULT_TEMPLATE = "base"
-"""The template of a sandbox whose request names none."""
 
 SandboxStatus = Literal["queued", "booting", "running", "succeeded", "failed", "cancelled"]
 EndStatus = Literal["succeeded", "failed", "cancelled"]
@@ -47,8 +48,8 @@ _SMALL = (2, 4)
 class Size:
     """The size of a sandbox: its vCPUs and its memory."""
 
-    vcpus: int = 2
-    memory_gb: int = 4
+    vcpus: int = DEFAULT_SIZE["vcpus"]
+    memory_gb: int = DEFAULT_SIZE["memoryGb"]
 
     @property
     def name(self) -> str:
@@ -310,13 +311,13 @@ class Settings:
     """Limits and timings of one server."""
 
     memory_gib: int
-    max_sandboxes: int = 5000
-    min_timeout: int = 10
-    max_timeout: int = 21600
-    default_timeout: int = 600
-    idle_release: float = 600.0
-    stuck_timeout: float = 900.0
-    plan: Literal["scale", "none"] = "scale"
+    max_sandboxes: int = SERVER_DEFAULTS.max_sandboxes
+    min_timeout: int = SERVER_DEFAULTS.min_timeout
+    max_timeout: int = MAX_TIMEOUT
+    default_timeout: int = DEFAULT_TIMEOUT
+    idle_release: float = SERVER_DEFAULTS.idle_release
+    stuck_timeout: float = SERVER_DEFAULTS.stuck_timeout
+    plan: Literal["scale", "none"] = SERVER_DEFAULTS.plan
 
     def max_concurrency(self, size: Size) -> int:
         """How many sandboxes of `size` fit in this server's memory at once."""

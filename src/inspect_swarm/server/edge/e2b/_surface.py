@@ -25,6 +25,15 @@ from ...model._keys import Owner
 from ...model._rules import check_command_line, check_env, check_labels, parse_json, refusing, shown
 from ...model._types import DEFAULT_TEMPLATE, SandboxSpec, Size, SwarmError
 from .._auth import PROVISION, READ, keys_of
+from .._openapi import E2B_KEYED, Declared
+from ._answers import (
+    E2BCreateBody,
+    E2BCreated,
+    E2BDetailed,
+    E2BErrorBody,
+    E2BListed,
+    E2BTimeoutBody,
+)
 from ._envd import Envd, bad_request
 from ._filesystem_service import FilesystemService, read_files, write_files
 from ._process_service import ProcessService
@@ -162,11 +171,36 @@ def _metadata_filter(text: str | None) -> dict[str, str]:
     return {unquote(k): unquote(v) for k, v in parse_qsl(text or "", keep_blank_values=True)}
 
 
+_LIST_PARAMETERS = [
+    {"name": "metadata", "in": "query", "schema": {"type": "string"},
+     "description": "Only sandboxes with these labels: url-encoded key=value pairs."},
+    {"name": "state", "in": "query", "schema": {"type": "array", "items": {"type": "string"}},
+     "description": "Only sandboxes in these states (every live one here is running)."},
+    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1},
+     "description": "The most sandboxes in one page (default: all)."},
+    {"name": "nextToken", "in": "query", "schema": {"type": "string"},
+     "description": "The page after the one whose `x-next-token` header gave this."},
+]  # fmt: skip
+"""The list's query parameters (it reads them itself, refusing a bad one in E2B's shape)."""
+
+
 def _control_plane(server: SwarmServer) -> APIRouter:
     router = APIRouter(route_class=_E2BRoute)
 
-    @router.post("/sandboxes")
-    @router.post("/v2/sandboxes")
+    route = Declared(router, "e2b", E2B_KEYED)
+    error = E2BErrorBody
+
+    @route(
+        "POST",
+        "/sandboxes",
+        "/v2/sandboxes",
+        ok={201: E2BCreated},
+        errors=(400, 401, 403, 404, 409, 429, 500, 503),
+        error=error,
+        summary="Create a sandbox",
+        body=E2BCreateBody,
+        body_required=False,
+    )
     async def create(request: Request, owner: Provisioner) -> JSONResponse:
         body = await _body(request)
         template = body.get("templateID") or DEFAULT_TEMPLATE
@@ -182,8 +216,16 @@ def _control_plane(server: SwarmServer) -> APIRouter:
         spec = SandboxSpec(template, E2B_SIZE, lifetime, metadata, env)
         return JSONResponse(created(await server.start_sandbox(owner, spec)), status_code=201)
 
-    @router.get("/sandboxes")
-    @router.get("/v2/sandboxes")
+    @route(
+        "GET",
+        "/sandboxes",
+        "/v2/sandboxes",
+        ok={200: list[E2BListed]},
+        errors=(400, 401, 403),
+        error=error,
+        summary="Live sandboxes",
+        extra={"parameters": _LIST_PARAMETERS},
+    )
     async def list_sandboxes(request: Request, owner: Reader) -> JSONResponse:
         params = request.query_params
         wanted = _metadata_filter(params.get("metadata"))
@@ -199,16 +241,38 @@ def _control_plane(server: SwarmServer) -> APIRouter:
         headers = {"x-next-token": str(start + limit)} if more else {}
         return JSONResponse(page, headers=headers)
 
-    @router.get("/sandboxes/{sandbox_id}")
+    @route(
+        "GET",
+        "/sandboxes/{sandbox_id}",
+        ok={200: E2BDetailed},
+        errors=(401, 403, 404),
+        error=error,
+        summary="A live sandbox",
+    )
     async def get_sandbox(sandbox_id: str, owner: Reader) -> dict[str, Any]:
         return detailed(server.live_sandbox(sandbox_id, owner))
 
-    @router.delete("/sandboxes/{sandbox_id}")
+    @route(
+        "DELETE",
+        "/sandboxes/{sandbox_id}",
+        ok={204: None},
+        errors=(401, 403, 404),
+        error=error,
+        summary="Kill a sandbox",
+    )
     async def kill(sandbox_id: str, owner: Provisioner) -> Response:
         await server.end_sandbox(sandbox_id, owner)
         return Response(status_code=204)
 
-    @router.post("/sandboxes/{sandbox_id}/timeout")
+    @route(
+        "POST",
+        "/sandboxes/{sandbox_id}/timeout",
+        ok={204: None},
+        errors=(400, 401, 403, 404),
+        error=error,
+        summary="Set a sandbox's lifetime from now",
+        body=E2BTimeoutBody,
+    )
     async def set_timeout(sandbox_id: str, request: Request, owner: Provisioner) -> Response:
         timeout = _timeout(await _body(request))
         if timeout is None:
@@ -216,8 +280,17 @@ def _control_plane(server: SwarmServer) -> APIRouter:
         server.set_sandbox_timeout(sandbox_id, owner, timeout)
         return Response(status_code=204)
 
-    @router.post("/sandboxes/{sandbox_id}/connect")
-    @router.post("/v2/sandboxes/{sandbox_id}/connect")
+    @route(
+        "POST",
+        "/sandboxes/{sandbox_id}/connect",
+        "/v2/sandboxes/{sandbox_id}/connect",
+        ok={200: E2BCreated},
+        errors=(400, 401, 403, 404),
+        error=error,
+        summary="Connect to a sandbox",
+        body=E2BTimeoutBody,
+        body_required=False,
+    )
     async def connect(sandbox_id: str, request: Request, owner: Provisioner) -> dict[str, Any]:
         timeout = _timeout(await _body(request))
         if timeout is None:
@@ -228,7 +301,9 @@ def _control_plane(server: SwarmServer) -> APIRouter:
 
 
 def _daemon(envd: Envd) -> APIRouter:
-    router = APIRouter()
+    # not in the OpenAPI document: the daemon speaks E2B's envd protocol, reached at each
+    # sandbox's `envdUrl`
+    router = APIRouter(include_in_schema=False)
 
     @router.get("/health")
     async def health(request: Request) -> Response:

@@ -26,6 +26,7 @@ import shutil
 import stat
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -36,7 +37,7 @@ from ...model._types import Outcome, RunSpec, SandboxInput
 from ...sandboxes._cgroups import Limits
 from ...sandboxes._child_process import ChildProcess
 from ...sandboxes._isolation import IsolationConfig, Sandbox, SandboxError, SandboxHost, User
-from .._command import Slot, Tails, limits, run_command
+from .._command import Command, Slot, Tails, limits, run_in_slot
 
 T = TypeVar("T")
 
@@ -243,27 +244,14 @@ class NodeAgent:
         return tails.onto(outcome)
 
     async def _run(self, slot: Slot, job: NodeJob, running: _Running, tails: Tails) -> Outcome:
-        cap = limits(job.spec.size)
-        try:
-            sandbox = await slot.sandbox_for(
-                lambda new: self._host.create(new, cap), job.sandbox_id
-            )
-        except (SandboxError, OSError) as ex:
-            return Outcome("failed", f"boot failed: {ex}")
-
         def began() -> None:
             running.command = True
             running.began.set()
 
-        ran = False
-        try:
-            env = {**job.env, NODE_VARIABLE: self.node}
-            outcome = await run_command(sandbox, job.spec, job.item, env, began, tails)
-            ran = True
-            return outcome
-        finally:
-            with anyio.CancelScope(shield=True):
-                await slot.done(job.keep and ran)
+        env = {**job.env, NODE_VARIABLE: self.node}
+        command = Command(job.spec, job.item, env, began, tails)
+        boot = partial(self._host.create, limits=limits(job.spec.size))
+        return await run_in_slot(slot, boot, job.sandbox_id, command, lambda: job.keep)
 
     async def started(self, slot_id: str, sandbox_id: str) -> bool:
         """Return once the sandbox's command has begun (True), or at once when the sandbox

@@ -22,6 +22,7 @@ import ray.exceptions
 from ...model._types import GIB
 from ...sandboxes._cgroups import Limits
 from ...sandboxes._isolation import ROOT, SandboxError, User
+from ._calls import AgentHandle, Pending, answer
 from ._node import Answer, HeldSandbox
 from ._place import Agents, Room
 
@@ -103,7 +104,7 @@ class RayProcess:
 class RaySandbox:
     """A long-lived sandbox on a node, as the server sees it (a `LiveSandbox`)."""
 
-    def __init__(self, agent: Any, room: Room, sandbox_id: str, node: str) -> None:
+    def __init__(self, agent: AgentHandle, room: Room, sandbox_id: str, node: str) -> None:
         self._agent = agent
         self._room = room
         self.id = sandbox_id
@@ -116,7 +117,7 @@ class RaySandbox:
 
     async def call(self, operation: Callable[..., Any], *args: Any) -> Any:
         """`operation` (a method of `HeldSandbox`) on the sandbox, on its node."""
-        return _value(await self._agent.held.remote(self.id, operation, *args))
+        return _value(await answer(self._agent.held.remote(self.id, operation, *args)))
 
     def send(self, operation: Callable[..., Any], *args: Any) -> None:
         """`operation` on the sandbox, without waiting for it."""
@@ -165,7 +166,7 @@ class RaySandbox:
             anyio.move_on_after(_CLOSE_SECONDS),
             contextlib.suppress(ray.exceptions.RayError),
         ):
-            ok, error = await self._agent.close.remote(self.id)
+            ok, error = await answer(self._agent.close.remote(self.id))
             if not ok:
                 logger.warning("sandbox %s on node %s: %r", self.id, self._node, error)
         self._room.release()
@@ -214,9 +215,9 @@ async def _place(
             "add nodes"
         ) from None
     agent = agents.on(node)
-    made = agent.create.remote(sandbox_id, cap)
+    made = Pending(agent.create.remote(sandbox_id, cap))
     try:
-        answer = await made
+        answered = await made.result()
     except ray.exceptions.RayActorError as ex:
         _, ended = await agents.lost(node, agent, ex)
         if not ended:
@@ -229,10 +230,10 @@ async def _place(
             anyio.move_on_after(_CLOSE_SECONDS),
             contextlib.suppress(ray.exceptions.RayError),
         ):
-            await made
-            await agent.close.remote(sandbox_id)
+            await made.result()
+            await answer(agent.close.remote(sandbox_id))
         if isinstance(ex, ray.exceptions.RayError):
             raise SandboxError(f"the sandbox's node failed it: {ex}") from None
         raise
-    _value(answer)  # the agent's own refusal (a boot that failed): it holds nothing
+    _value(answered)  # the agent's own refusal (a boot that failed): it holds nothing
     return RaySandbox(agent, room, sandbox_id, node)
