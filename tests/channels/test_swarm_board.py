@@ -281,9 +281,10 @@ def test_stop_releases_pending_waits(backend: str, tmp_path: Path) -> None:
         swarm(
             member(board_member, name="w", count=3),
             channels=[shared_memory(max_wait=60)],
-            budget=Budget(time=0.5, grace=0),
+            # long enough for w-2 and w-3 to reach their waits on a loaded machine
+            budget=Budget(time=3, grace=0),
         ),
-        {"w-1": [{"text": "working", "delay": 5}], "*": [sm(command="view", path=F), WAIT]},
+        {"w-1": [{"text": "working", "delay": 60}], "*": [sm(command="view", path=F), WAIT]},
         tmp_path,
     )
     outcomes = [e.data["outcome"] for e in comm(sample, "waited")]  # type: ignore[index]
