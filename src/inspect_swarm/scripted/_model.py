@@ -30,7 +30,7 @@ from inspect_ai.model import (
 from inspect_ai.tool import ToolCall, ToolChoice, ToolInfo
 from inspect_ai.util._span import current_agent_span_id
 
-from .._context import current_member, current_swarm
+from .._context import SwarmHost, current_member, current_swarm
 from ._script import (
     LOOP_SEPARATOR,
     MAIN,
@@ -51,6 +51,10 @@ _Counter: TypeAlias = tuple[str, str | None]
 _MAX_CONNECTIONS = 100_000
 
 _CONTEXT_LENGTH = 1_000_000
+
+# a step waiting on a member's end or the swarm's stop looks again this often (the model sees
+# calls begin, but learns of ends and stops only by asking the run)
+_RECHECK = 0.02
 
 
 class ScriptError(RuntimeError):
@@ -84,6 +88,9 @@ class ScriptedModelAPI(ModelAPI):
         # id) of a member's nested loop; outside every sample, one set of counters for the model
         self._counters: WeakKeyDictionary[ActiveSample, dict[_Counter, int]] = WeakKeyDictionary()
         self._unbound_counters: dict[_Counter, int] = {}
+        # rung each time a call begins: wakes the steps that wait for calls
+        self._bells: WeakKeyDictionary[ActiveSample, _Bell] = WeakKeyDictionary()
+        self._unbound_bell = _Bell()
         # nested loops are looked up only for a script that routes them
         self._routes_loops = self.script.routes_loops()
         self._loop_names: dict[str, str | None] = {}
@@ -101,6 +108,8 @@ class ScriptedModelAPI(ModelAPI):
         sample_id = None if active is None else str(active.sample.id)
         counter = self._route(member, sample_id)
         number, step = self._next_step(active, counter, sample_id)
+        self._bell(active).ring()
+        await self._released(active, step)
         if step.delay > 0:
             await anyio.sleep(step.delay)
         if step.error is not None:
@@ -150,12 +159,35 @@ class ScriptedModelAPI(ModelAPI):
             self._loop_names[span_id] = found
         return self._loop_names[span_id]
 
+    def _counts(self, active: ActiveSample | None) -> dict[_Counter, int]:
+        return self._unbound_counters if active is None else self._counters.setdefault(active, {})
+
+    def _bell(self, active: ActiveSample | None) -> _Bell:
+        return self._unbound_bell if active is None else self._bells.setdefault(active, _Bell())
+
+    async def _released(self, active: ActiveSample | None, step: Step) -> None:
+        """Wait until the step may return: never for `hang`, else until what `after` and
+        `after_stop` ask for has happened."""
+        if step.hang:
+            await anyio.sleep_forever()
+        while not self._ready(active, step):
+            with anyio.move_on_after(_RECHECK):
+                await self._bell(active).wait()
+
+    def _ready(self, active: ActiveSample | None, step: Step) -> bool:
+        swarm = current_swarm()
+        if step.after_stop and (swarm is None or not swarm.stopping):
+            return False
+        counters = self._counts(active)
+        return all(
+            counters.get((name, None), 0) >= calls or _ended(swarm, name)
+            for name, calls in (step.after or {}).items()
+        )
+
     def _next_step(
         self, active: ActiveSample | None, counter: _Counter, sample_id: str | None
     ) -> tuple[int, Step]:
-        counters = (
-            self._unbound_counters if active is None else self._counters.setdefault(active, {})
-        )
+        counters = self._counts(active)
         number = counters.get(counter, 0) + 1
         counters[counter] = number
         name = counter[0]
@@ -202,6 +234,24 @@ class ScriptedModelAPI(ModelAPI):
         )
 
 
+class _Bell:
+    """Wakes every waiter each time it rings."""
+
+    def __init__(self) -> None:
+        self._event: anyio.Event | None = None
+
+    def ring(self) -> None:
+        if self._event is not None:
+            self._event.set()
+            self._event = None
+
+    async def wait(self) -> None:
+        """Until the next ring."""
+        if self._event is None:
+            self._event = anyio.Event()
+        await self._event.wait()
+
+
 def _span_name(events: Iterable[Event], span_id: str) -> str | None:
     for event in events:
         if isinstance(event, SpanBeginEvent) and event.id == span_id:
@@ -209,15 +259,24 @@ def _span_name(events: Iterable[Event], span_id: str) -> str | None:
     return None
 
 
+def _ended(swarm: SwarmHost | None, name: str) -> bool:
+    if swarm is None or name not in {m.name for m in swarm.roster}:
+        return False
+    return swarm.member_state(name) == "ended"
+
+
 def _tool_calls(step: Step) -> list[ToolCall]:
-    arguments: dict[str, Any]
+    calls: list[tuple[str, dict[str, Any]]]
     if step.submit is not None:
-        function, arguments = "submit", {"answer": step.submit}
+        calls = [("submit", {"answer": step.submit})]
     elif step.tool is not None:
-        function, arguments = step.tool, dict(step.arguments or {})
+        calls = [(step.tool, dict(step.arguments or {}))]
     else:
-        return []
-    return [ToolCall(id=f"call_{uuid.uuid4().hex}", function=function, arguments=arguments)]
+        calls = [(call.tool, dict(call.arguments)) for call in step.calls or []]
+    return [
+        ToolCall(id=f"call_{uuid.uuid4().hex}", function=function, arguments=arguments)
+        for function, arguments in calls
+    ]
 
 
 def _usage(default: ScriptUsage, override: StepUsage | None) -> ModelUsage:

@@ -15,6 +15,7 @@ from pydantic import (
     JsonValue,
     NonNegativeFloat,
     NonNegativeInt,
+    PositiveInt,
     ValidationError,
     field_validator,
     model_validator,
@@ -65,6 +66,18 @@ class StepUsage(BaseModel):
     """Output tokens of the call."""
 
 
+class StepCall(BaseModel):
+    """One of the tool calls of a step that makes several (`calls`)."""
+
+    model_config = _CONFIG
+
+    tool: str
+    """The tool to call."""
+
+    arguments: dict[str, JsonValue] = Field(default_factory=dict)
+    """Its arguments."""
+
+
 class Step(BaseModel):
     """What one model call returns.
 
@@ -85,6 +98,9 @@ class Step(BaseModel):
     arguments: dict[str, JsonValue] | None = None
     """Arguments of the `tool` call."""
 
+    calls: list[StepCall] | None = None
+    """Several tool calls in one message, in order (instead of `submit` or `tool`)."""
+
     stop_reason: StopReason | None = None
     """Stop reason (default `tool_calls` for a tool call, else `stop`)."""
 
@@ -93,6 +109,15 @@ class Step(BaseModel):
 
     delay: NonNegativeFloat = 0.0
     """Seconds to wait before the call returns (or raises)."""
+
+    after: dict[str, PositiveInt] | None = None
+    """Return only once each member named has made this many calls, or has ended."""
+
+    after_stop: bool = False
+    """Return only once the swarm has begun to stop."""
+
+    hang: bool = False
+    """Never return: the call waits until it is cancelled."""
 
     usage: StepUsage | None = None
     """Usage of this call (default: the script's `usage`)."""
@@ -104,28 +129,41 @@ class Step(BaseModel):
 
     @model_validator(mode="after")
     def _check_fields(self) -> Step:
-        if self.submit is not None and self.tool is not None:
+        given = [
+            f"{name}={value!r}" if isinstance(value, str) else name
+            for name, value in (("submit", self.submit), ("tool", self.tool), ("calls", self.calls))
+            if value is not None
+        ]
+        if len(given) > 1:
             raise ValueError(
-                f"a step makes one tool call, but this one has submit={self.submit!r} and "
-                f"tool={self.tool!r}: keep one of them"
+                f"a step gives its tool calls once, but this one has {' and '.join(given)}: "
+                "keep one of them (`calls` for several)"
             )
         if self.arguments is not None and self.tool is None:
             raise ValueError("`arguments` needs `tool`: add `tool: <name>` to the step")
-        if self.error is not None and self._returns():
+        if self.calls == []:
+            raise ValueError("`calls` is empty: list one tool call or more, or remove it")
+        if self.error is not None and (self._returns() or self.hang):
             raise ValueError(
                 f"error={self.error!r} makes the call raise, so the step cannot also return "
-                "`text`, `submit`, `tool` or `stop_reason`: remove them or the error"
+                "`text`, `submit`, `tool`, `calls` or `stop_reason`, or hang: remove them or "
+                "the error"
             )
-        if self.error is None and not self._returns():
+        if self.hang and self._returns():
             raise ValueError(
-                "an empty step: give `text`, `submit`, `tool`, `stop_reason` or `error`"
+                "hang=true makes the call wait until it is cancelled, so the step cannot also "
+                "return `text`, `submit`, `tool`, `calls` or `stop_reason`: remove them or hang"
+            )
+        if self.error is None and not self.hang and not self._returns():
+            raise ValueError(
+                "an empty step: give `text`, `submit`, `tool`, `calls`, `stop_reason`, "
+                "`error` or `hang`"
             )
         return self
 
     def _returns(self) -> bool:
-        return any(
-            value is not None for value in (self.text, self.submit, self.tool, self.stop_reason)
-        )
+        returned = (self.text, self.submit, self.tool, self.calls, self.stop_reason)
+        return any(value is not None for value in returned)
 
 
 Steps: TypeAlias = list[Step]
