@@ -1,5 +1,5 @@
 """The `inspect-swarm` command: `server`, `swarms ...`, `sandboxes ...`, `mcp`, `login` and
-`context`, and `show` and `plot` for Inspect logs (`cli._logs`).
+`context`, and `show` and `plot` for Inspect logs (`cli._logs`) and `replay` (`cli._replay`).
 
 A command line is started again and again, by people and by scripts, so this module imports
 nothing heavy: each command imports what it needs when it runs (the client httpx, the server
@@ -23,6 +23,7 @@ from typing import Any
 from ..client._contexts import HOSTED_API_URL, LOCAL
 from ..server._defaults import DEFAULT_PORT, default_memory_gib, default_state_dir
 from ._logs import add_log_commands
+from ._replay import add_replay_command
 
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 _SIGPIPE_EXIT = 141
@@ -206,12 +207,13 @@ def build_parser() -> argparse.ArgumentParser:
     _login_parser(_parser(commands, "login", "record a server's URL and key as a context"))
     _context_parser(_parser(commands, "context", "list the recorded servers and choose one"))
     add_log_commands(lambda name, text, **kwargs: _parser(commands, name, text, **kwargs))
+    add_replay_command(lambda name, text, **kwargs: _parser(commands, name, text, **kwargs))
     return parser
 
 
 _DESCRIPTION = """\
 Run a swarm server, start and follow swarm runs on one, or serve them as MCP tools; show
-and plot what the swarms in Inspect logs did.
+and plot what the swarms in Inspect logs did, or replay them offline.
 
 Client commands talk to the server that --api-url and --api-key give, else the one
 MARITIME_API_URL and MARITIME_API_KEY give, else the current context's: the server that

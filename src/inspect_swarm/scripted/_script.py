@@ -234,6 +234,12 @@ class Script(BaseModel):
                     return steps
         return None
 
+    def to_yaml(self) -> str:
+        """The script as YAML, without the fields left at their defaults: what `-M script=`
+        reads back as the same script."""
+        data = self.model_dump(mode="json", exclude_defaults=True)
+        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
+
     def routes_loops(self) -> bool:
         """Whether any pattern routes the calls of members' nested loops (`member/loop`)."""
         tables = [self.members, *self.samples.values()]
