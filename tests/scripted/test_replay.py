@@ -180,6 +180,25 @@ def test_a_call_the_stop_cancelled_hangs_in_the_replay(backend: str, tmp_path: P
     assert_replayed(original, replayed)
 
 
+def test_a_member_the_stop_refused_a_call_is_refused_it_again(backend: str, tmp_path: Path) -> None:
+    # react-2's first call returns in the grace after react-1's submission stopped the swarm,
+    # and the swarm refuses its next call; the replay's react-2 is refused that call too
+    script = {
+        "members": {
+            "react-1": [{"submit": "42", "delay": 0.2}],
+            "react-2": [{"text": "Hmm.", "delay": 0.4}, {"submit": "41"}],
+        }
+    }
+    original = evaluate(racing_task(), scripted_model(script, name="a"), tmp_path)
+    [sample] = original.samples or []
+    statuses = {m["name"]: m["status"] for m in sample.store[RESULT_KEY]["members"]}
+    assert statuses == {"react-1": "submitted", "react-2": "stopped"}
+    replay = replay_script(original)
+    assert replay.samples["q"]["react-2"][-1] == Step(refused=True)
+    replayed = evaluate(racing_task(), scripted_model(replay, name="b"), tmp_path)
+    assert_replayed(original, replayed)
+
+
 def test_the_replay_takes_the_usage_and_price_of_the_logged_calls(tmp_path: Path) -> None:
     script = {
         "members": {

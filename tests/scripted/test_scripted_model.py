@@ -82,6 +82,20 @@ def test_tool_step_calls_the_tool_with_its_arguments(tmp_path: Path) -> None:
     assert len({c.id for c in calls}) == 2
 
 
+def test_calls_step_makes_several_tool_calls_in_order(tmp_path: Path) -> None:
+    both = {
+        "calls": [
+            {"tool": "add", "arguments": {"x": 1, "y": 2}},
+            {"tool": "add", "arguments": {"x": 3, "y": 4}},
+        ]
+    }
+    sample = only_sample(run(scripted_model([both, {"submit": "3"}]), tmp_path))
+    results = [m.text for m in sample.messages if isinstance(m, ChatMessageTool)]
+    assert results == ["3", "7"]
+    first = model_events(sample)[0].output.message.tool_calls or []
+    assert [c.arguments for c in first] == [{"x": 1, "y": 2}, {"x": 3, "y": 4}]
+
+
 def test_text_step_returns_text_with_stop(tmp_path: Path) -> None:
     sample = only_sample(run(scripted_model(["Let me think.", {"submit": "3"}]), tmp_path))
     first = model_events(sample)[0]
@@ -317,3 +331,31 @@ async def test_members_follow_their_own_steps(
         ]
         # the delay is awaited (a lower bound only: the call takes at least the delay)
         assert delayed.working_time is not None and delayed.working_time >= 0.3
+
+
+@pytest.mark.anyio
+async def test_a_step_after_another_members_calls_waits_for_them(
+    anyio_backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # alice is slow; bob's answer waits until alice has begun her second call, so her tool ran
+    monkeypatch.setenv("INSPECT_DISPLAY", "none")
+    script = {
+        "members": {
+            "alice": [
+                {"tool": "add", "arguments": {"x": 1, "y": 1}, "delay": 0.3},
+                {"submit": "A"},
+            ],
+            "bob": [{"submit": "B", "after": {"alice": 2}}],
+        }
+    }
+    task = Task(dataset=[Sample(id="s", input="go")], solver=two_members())
+    [log] = await eval_async(task, model=scripted_model(script), log_dir=str(tmp_path))
+    assert log.status == "success", log.error
+    sample = only_sample(log)
+    assert sample.output.completion == "A|B"
+    events = model_events(sample)
+    alice_second = next(
+        e for e in events if member_of(e) == "alice" and e.call and e.call.request["step"] == 2
+    )
+    [bob] = [e for e in events if member_of(e) == "bob"]
+    assert bob.completed is not None and bob.completed >= alice_second.timestamp

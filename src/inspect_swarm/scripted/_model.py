@@ -9,6 +9,7 @@ from weakref import WeakKeyDictionary
 
 import anyio
 from inspect_ai.event import Event, SpanBeginEvent
+from inspect_ai.hooks import BeforeModelGenerate, Hooks, hooks
 from inspect_ai.log import transcript
 from inspect_ai.log._samples import ActiveSample, sample_active
 from inspect_ai.model import (
@@ -109,6 +110,13 @@ class ScriptedModelAPI(ModelAPI):
         counter = self._route(member, sample_id)
         number, step = self._next_step(active, counter, sample_id)
         self._bell(active).ring()
+        if step.refused:
+            raise ScriptError(
+                f"Member {member!r} reached a `refused` step, but the swarm did not refuse the "
+                "call: a `refused` step is for a swarm member's call after its last."
+            )
+        if counter[1] is None and self._step_at(counter[0], sample_id, number + 1).refused:
+            _refusals.mark(active, member, self._bell(active))
         await self._released(active, step)
         if step.delay > 0:
             await anyio.sleep(step.delay)
@@ -184,6 +192,11 @@ class ScriptedModelAPI(ModelAPI):
             for name, calls in (step.after or {}).items()
         )
 
+    def _step_at(self, name: str, sample_id: str | None, number: int) -> Step:
+        """The step a call numbered `number` of `name` would take (an empty one past the end)."""
+        steps = self.script.steps_for(name, sample_id) or []
+        return steps[number - 1] if number <= len(steps) else self.script.then or _NO_STEP
+
     def _next_step(
         self, active: ActiveSample | None, counter: _Counter, sample_id: str | None
     ) -> tuple[int, Step]:
@@ -232,6 +245,57 @@ class ScriptedModelAPI(ModelAPI):
             choices=[ChatCompletionChoice(message=message, stop_reason=stop_reason)],
             usage=_usage(self.script.usage, step.usage),
         )
+
+
+_NO_STEP = Step(text="")
+
+
+class _Refusals:
+    """The members whose next call the script says the swarm refuses, by sample: the hook
+    holds that call until the swarm refuses it, so it never reaches the model, as in the log
+    the script replays."""
+
+    def __init__(self) -> None:
+        self._marked: WeakKeyDictionary[ActiveSample, dict[str, _Bell]] = WeakKeyDictionary()
+        self._unbound: dict[str, _Bell] = {}
+
+    def mark(self, active: ActiveSample | None, member: str, bell: _Bell) -> None:
+        self._table(active)[member] = bell
+
+    def any(self) -> bool:
+        return bool(self._unbound) or any(self._marked.values())
+
+    async def hold(self, active: ActiveSample | None, member: str | None, messages: int) -> None:
+        """Wait until the swarm refuses the member's call (it raises), if its call is marked."""
+        bell = None if member is None else self._table(active).pop(member, None)
+        swarm = current_swarm()
+        if bell is None or swarm is None or member is None:
+            return
+        while True:
+            # the swarm's own check at the start of a call: it raises once the member is refused
+            swarm.before_generate(member, messages)
+            with anyio.move_on_after(_RECHECK):
+                await bell.wait()
+
+    def _table(self, active: ActiveSample | None) -> dict[str, _Bell]:
+        return self._unbound if active is None else self._marked.setdefault(active, {})
+
+
+_refusals = _Refusals()
+
+
+@hooks(
+    name="scripted_refusals",
+    description="Refuses the calls a replay script says the swarm refused.",
+)
+class ScriptedRefusalHooks(Hooks):
+    """Holds a swarm member's call that a script marks `refused` until the swarm refuses it."""
+
+    def enabled(self) -> bool:
+        return _refusals.any()
+
+    async def on_before_model_generate(self, data: BeforeModelGenerate) -> None:
+        await _refusals.hold(sample_active(), current_member(), len(data.input))
 
 
 class _Bell:

@@ -7,7 +7,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, get_args
 
 from inspect_ai.event import Event, InfoEvent, ModelEvent, SpanBeginEvent, ToolEvent
 from inspect_ai.log import EvalLog, EvalSample, read_eval_log
@@ -15,9 +15,18 @@ from inspect_ai.model import ModelUsage
 from inspect_ai.tool import ToolCall
 
 from .._contracts._schema import EVIDENCE_SOURCE
+from .._contracts._status import StopCause
 from ._script import MAIN, Script, ScriptPrice, ScriptUsage, Step, StepCall, StepUsage
 
 _SUBMIT = "submit"
+
+
+def _literals(kind: Any) -> set[str]:
+    args = get_args(kind)
+    return {a for a in args if isinstance(a, str)} | {v for a in args for v in _literals(a)}
+
+
+_STOP_CAUSES = _literals(StopCause)
 
 # below this, the calls' input and output tokens are taken as proportional (no unique price)
 _SINGULAR = 1e-9
@@ -54,6 +63,9 @@ class _Lane:
 
     calls: list[_Call] = field(default_factory=list)
     ended: datetime | None = None
+    stopped: bool = False
+    """The swarm ended the member (its stop, a cap, a share or a metered limit), so the call
+    after its last one, if it made one, was refused."""
 
     def progress(self, moment: datetime) -> int:
         """What a step released at `moment` waits for: how many calls this lane must have
@@ -76,7 +88,8 @@ def replay_script(
     calls (a `submit` call as `submit`), stop reason, usage or error of each, a call that
     never returned as `hang`. Each step waits (`after`, `after_stop`) until what its call had
     seen in the log has happened again: the calls other members had begun or finished, their
-    ends and the swarm's stop. Running the task on `scripted/<name>` with the script then gives
+    ends and the swarm's stop. A member the swarm stopped is refused the call after its last
+    (`refused`), as it was. Running the task on `scripted/<name>` with the script then gives
     the same transcripts, statuses, answer and records, on any machine, with no delays.
 
     Args:
@@ -155,6 +168,8 @@ def _lane_steps(lane: _Lane, others: dict[str, _Lane], stop: datetime | None) ->
         after_stop = stop is not None and stop <= (ends or call.end) and not stopped
         stopped = stopped or after_stop
         steps.append(_step(call.event, after or None, after_stop))
+    if lane.stopped and lane.calls and lane.calls[-1].end is not None:
+        steps.append(Step(refused=True))
     return steps
 
 
@@ -260,7 +275,8 @@ def _lanes(events: list[Event]) -> dict[str, _Lane]:
         elif isinstance(event, ToolEvent) and name in lanes and lanes[name].calls:
             lanes[name].calls[-1].tools.append(event)
         elif (ended := _evidence(event, "member_result")) is not None:
-            lanes.setdefault(str(ended["member"]), _Lane()).ended = event.timestamp
+            lane = lanes.setdefault(str(ended["member"]), _Lane())
+            lane.ended, lane.stopped = event.timestamp, ended.get("status") in _STOP_CAUSES
     return {name: lane for name, lane in lanes.items() if lane.calls}
 
 

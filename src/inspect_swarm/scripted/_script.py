@@ -119,6 +119,10 @@ class Step(BaseModel):
     hang: bool = False
     """Never return: the call waits until it is cancelled."""
 
+    refused: bool = False
+    """The swarm refuses this call of a member: it waits until the swarm does (once it has
+    stopped the member) and never reaches the model."""
+
     usage: StepUsage | None = None
     """Usage of this call (default: the script's `usage`)."""
 
@@ -143,21 +147,23 @@ class Step(BaseModel):
             raise ValueError("`arguments` needs `tool`: add `tool: <name>` to the step")
         if self.calls == []:
             raise ValueError("`calls` is empty: list one tool call or more, or remove it")
-        if self.error is not None and (self._returns() or self.hang):
+        if self.error is not None and (self._returns() or self.hang or self.refused):
             raise ValueError(
                 f"error={self.error!r} makes the call raise, so the step cannot also return "
                 "`text`, `submit`, `tool`, `calls` or `stop_reason`, or hang: remove them or "
                 "the error"
             )
-        if self.hang and self._returns():
+        waits = [name for name in ("hang", "refused") if getattr(self, name)]
+        if waits and (self._returns() or len(waits) > 1):
             raise ValueError(
-                "hang=true makes the call wait until it is cancelled, so the step cannot also "
-                "return `text`, `submit`, `tool`, `calls` or `stop_reason`: remove them or hang"
+                f"{waits[0]}=true makes the call wait and never return, so the step cannot "
+                "also return `text`, `submit`, `tool`, `calls` or `stop_reason`, or have both "
+                "`hang` and `refused`: keep one of them"
             )
-        if self.error is None and not self.hang and not self._returns():
+        if self.error is None and not waits and not self._returns():
             raise ValueError(
                 "an empty step: give `text`, `submit`, `tool`, `calls`, `stop_reason`, "
-                "`error` or `hang`"
+                "`error`, `hang` or `refused`"
             )
         return self
 
