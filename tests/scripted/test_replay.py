@@ -11,12 +11,24 @@ from inspect_ai.agent import react
 from inspect_ai.dataset import Sample
 from inspect_ai.event import ModelEvent, SpanBeginEvent, ToolEvent
 from inspect_ai.log import EvalLog, EvalSample
-from inspect_ai.model import Model
+from inspect_ai.model import (
+    ChatCompletionChoice,
+    ChatMessageAssistant,
+    Model,
+    ModelAPI,
+    ModelOutput,
+    get_model,
+    modelapi,
+)
+from inspect_ai.scorer import match
+from inspect_ai.tool import ToolCall
 
 from inspect_swarm import Budget, leaderless, member, swarm
 from inspect_swarm._contracts._schema import LEDGER_KEY, METRICS_KEY, RESULT_KEY
 from inspect_swarm.cli._main import main
 from inspect_swarm.scripted import Script, Step, replay_script, scripted_model
+
+from .test_scripted_model import add
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
@@ -230,3 +242,63 @@ def test_replay_refuses_a_sample_the_log_does_not_hold(
     assert "has no sample 'nope' in epoch 1" in capsys.readouterr().err
     assert main(["replay", str(tmp_path), "-o", "x.yaml"]) == 1
     assert "is not a log file" in capsys.readouterr().err
+
+
+@modelapi(name="canned")
+class CannedAPI(ModelAPI):
+    """A provider that answers with the outputs it is given, in order (offline)."""
+
+    def __init__(self, model_name: str, outputs: list[ModelOutput], **kwargs: Any) -> None:
+        super().__init__(model_name)
+        self.outputs = iter(outputs)
+
+    async def generate(self, *args: Any, **kwargs: Any) -> ModelOutput:
+        return next(self.outputs)
+
+    async def count_text_tokens(self, text: str) -> int:
+        return len(text)
+
+
+def test_a_log_of_another_model_replays_with_parallel_tool_calls(tmp_path: Path) -> None:
+    # any model's log: here a provider of the test's own, one agent outside every swarm
+    # (`main`), whose first message makes two tool calls at once
+    first = ModelOutput(
+        model="model",
+        choices=[
+            ChatCompletionChoice(
+                message=ChatMessageAssistant(
+                    content="Adding both.",
+                    tool_calls=[
+                        ToolCall(id="a", function="add", arguments={"x": 1, "y": 2}),
+                        ToolCall(id="b", function="add", arguments={"x": 3, "y": 4}),
+                    ],
+                ),
+                stop_reason="tool_calls",
+            )
+        ],
+    )
+    answer = ModelOutput.for_tool_call("model", "submit", {"answer": "3"})
+    task = Task(
+        dataset=[Sample(id=7, input="What is 1 + 2?", target="3")],
+        solver=react(tools=[add()]),
+        scorer=match(),
+    )
+    original = evaluate(task, get_model("canned/model", outputs=[first, answer]), tmp_path)
+    replay = replay_script(original)
+    [step, last] = replay.samples["7"]["main"]
+    assert step.text == "Adding both." and step.calls is not None and len(step.calls) == 2
+    assert last.submit == "3"
+    replayed = evaluate(task, scripted_model(replay), tmp_path)
+    [before] = original.samples or []
+    [after] = replayed.samples or []
+
+    def said(sample: EvalSample) -> list[tuple[str, str, list[Any]]]:
+        return [
+            (m.role, m.text, [(c.function, c.arguments) for c in m.tool_calls or []])
+            if isinstance(m, ChatMessageAssistant)
+            else (m.role, m.text, [])
+            for m in sample.messages
+        ]
+
+    assert said(after) == said(before)
+    assert after.scores is not None and after.scores["match"].value == "C"

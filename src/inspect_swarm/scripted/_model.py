@@ -188,7 +188,7 @@ class ScriptedModelAPI(ModelAPI):
             return False
         counters = self._counts(active)
         return all(
-            counters.get((name, None), 0) >= calls or _ended(swarm, name)
+            counters.get((name, None), 0) >= calls or _returned(swarm, name)
             for name, calls in (step.after or {}).items()
         )
 
@@ -323,10 +323,11 @@ def _span_name(events: Iterable[Event], span_id: str) -> str | None:
     return None
 
 
-def _ended(swarm: SwarmHost | None, name: str) -> bool:
+def _returned(swarm: SwarmHost | None, name: str) -> bool:
+    """Whether the member's agent has returned: it ended, or its turn did."""
     if swarm is None or name not in {m.name for m in swarm.roster}:
         return False
-    return swarm.member_state(name) == "ended"
+    return swarm.agent_returned(name) or swarm.member_state(name) == "ended"
 
 
 def _tool_calls(step: Step) -> list[ToolCall]:

@@ -155,8 +155,9 @@ def _lane_steps(lane: _Lane, others: dict[str, _Lane], stop: datetime | None) ->
         if call.end is None:
             steps.append(Step(hang=True))
             continue
-        # a member's last call that only submits ends it: it comes after the ends and the
-        # stop that came before the member's own end
+        # a member's last call that only submits ends it: it comes after the members that
+        # ended (whose agents returned) and the stop that came before that end, so the order
+        # of submissions, which decides the first and the last, is the log's
         ends = lane.ended if call is lane.calls[-1] and _only_submits(call.event) else None
         after = {}
         for other, other_lane in others.items():
