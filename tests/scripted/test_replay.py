@@ -100,43 +100,48 @@ def assert_replayed(original: EvalLog, replayed: EvalLog) -> None:
         assert transcripts(after) == transcripts(before)
 
 
-def example_task(module: str, task: str, monkeypatch: pytest.MonkeyPatch) -> Task:
+def example_task(
+    module: str, task: str, args: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> Task:
     monkeypatch.syspath_prepend(str(EXAMPLES))
-    made: Task = getattr(importlib.import_module(module), task)()
+    made: Task = getattr(importlib.import_module(module), task)(**args)
     return made
 
 
 EXAMPLE_RUNS = [
     # three samples; leaderless stops at the first submission
-    ("getting_started", "getting_started", "getting_started.yaml"),
+    ("getting_started", "getting_started", {}, "getting_started.yaml"),
     # the shared-memory board: w-1 waits for w-2's part and reads both
-    ("shared_memory", "shared_memory_count", "shared_memory.yaml"),
+    ("shared_memory", "shared_memory_count", {}, "shared_memory.yaml"),
     # a controller that stops on a check: members end submitted, at their limit and stopped
-    ("stop_on_proof", "stop_on_proof", "stop_on_proof.yaml"),
+    ("stop_on_proof", "stop_on_proof", {}, "stop_on_proof.yaml"),
     # sandboxes of their own, the board and a comparator that checks what each left
-    ("proof_swarm", "proof_swarm", "proof_swarm_script.yaml"),
+    ("proof_swarm", "proof_swarm", {}, "proof_swarm_script.yaml"),
+    # turns: the controller ends each round once every member has answered in it
+    ("topologies", "topologies", {"topology": "rounds"}, "topologies.yaml"),
 ]
 
 
-@pytest.mark.parametrize(("module", "task", "script"), EXAMPLE_RUNS)
+@pytest.mark.parametrize(("module", "task", "args", "script"), EXAMPLE_RUNS)
 def test_the_replay_of_an_example_gives_its_records_and_transcripts(
     backend: str,
     module: str,
     task: str,
+    args: dict[str, Any],
     script: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.chdir(tmp_path)
     original = evaluate(
-        example_task(module, task, monkeypatch),
+        example_task(module, task, args, monkeypatch),
         scripted_model(EXAMPLES / script, name="demo"),
         tmp_path / "original",
     )
     assert original.location is not None
     assert main(["replay", original.location, "-o", "replay.yaml"]) == 0
     replayed = evaluate(
-        example_task(module, task, monkeypatch),
+        example_task(module, task, args, monkeypatch),
         scripted_model(tmp_path / "replay.yaml", name="replay"),
         tmp_path / "replayed",
     )

@@ -155,14 +155,15 @@ def _lane_steps(lane: _Lane, others: dict[str, _Lane], stop: datetime | None) ->
         if call.end is None:
             steps.append(Step(hang=True))
             continue
-        # a member's last call that only submits ends it: it comes after the members that
-        # ended (whose agents returned) and the stop that came before that end, so the order
-        # of submissions, which decides the first and the last, is the log's
-        ends = lane.ended if call is lane.calls[-1] and _only_submits(call.event) else None
+        # a member's last call that only submits ends its run (or turn): its agent returns
+        # after those of the members whose last submissions were done before its own, and
+        # after the stop that came before its end, so the first and the last are the log's
+        submits = call is lane.calls[-1] and _only_submits(call.event)
+        ends = lane.ended if submits else None
         after = {}
         for other, other_lane in others.items():
             progress = other_lane.progress(call.end)
-            if ends is not None and other_lane.ended is not None and other_lane.ended <= ends:
+            if submits and _submitted_before(other_lane, call):
                 progress = len(other_lane.calls) + 1
             if progress > waited.get(other, 0):
                 after[other] = waited[other] = progress
@@ -172,6 +173,14 @@ def _lane_steps(lane: _Lane, others: dict[str, _Lane], stop: datetime | None) ->
     if lane.stopped and lane.calls and lane.calls[-1].end is not None:
         steps.append(Step(refused=True))
     return steps
+
+
+def _submitted_before(lane: _Lane, call: _Call) -> bool:
+    """Whether the lane's last call only submitted, and was done before `call` was."""
+    last = lane.calls[-1] if lane.calls else None
+    if last is None or lane.ended is None or not _only_submits(last.event):
+        return False
+    return last.done is not None and call.done is not None and last.done <= call.done
 
 
 def _only_submits(event: ModelEvent) -> bool:
