@@ -7,6 +7,9 @@ from pathlib import Path
 import pytest
 
 from .ray_cluster import RayCluster, enter_own_network_namespace, start_cluster
+from .servers import engine, server
+
+__all__ = ["engine", "server"]  # the swarm server fixtures of tests/client, cli and server
 
 os.environ.setdefault("INSPECT_DISPLAY", "none")
 # the examples are importable, so tests run them as written

@@ -1,5 +1,5 @@
 """The channel examples run offline on their scripts (asyncio and trio); shared_sandbox.py,
-which needs a swarm server, runs in tests/e2b."""
+which needs a swarm server, runs in tests/sandbox/swarm_server."""
 
 import importlib.util
 from pathlib import Path

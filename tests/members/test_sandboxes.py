@@ -36,7 +36,7 @@ Provider = Callable[..., SandboxEnvironmentSpec]
 
 @pytest.fixture
 def provider() -> Provider:
-    """The provider these tests run on; tests/e2b runs them on `swarm_server` too."""
+    """The provider these tests run on; tests/sandbox/swarm_server runs them on `swarm_server` too."""
     return multidir
 
 

@@ -1,7 +1,7 @@
 """How `multidir` and `swarm_server` read a config into a sample's sandbox names: the same way.
 
 No sandbox starts here: the names come from the config alone (the providers' sandboxes are
-tested in test_multidir.py and tests/e2b).
+tested in test_multidir.py and tests/sandbox/swarm_server).
 """
 
 from pathlib import Path

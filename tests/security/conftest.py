@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from ..server.conftest import KEY, OTHER_KEY, Server, needs_namespaces, start_server, wait_for
-from ..server.test_sandboxes import TINY
+from ..server.engines.test_sandboxes import TINY
+from ..servers import KEY, OTHER_KEY, Server, needs_namespaces, start_server, wait_for
 
 pytestmark = needs_namespaces
 

@@ -31,8 +31,8 @@ from inspect_swarm.server.model._types import Settings
 from inspect_swarm.server.records._store import Store
 from inspect_swarm.server.sandboxes._isolation import IsolationConfig, SandboxHost, base_cgroup_name
 
-from ..server.conftest import KEY, OTHER_KEY, Server, start_server, wait_for, wait_until
-from ..server.test_sandboxes import TINY, local, run_to_completion
+from ..server.engines.test_sandboxes import TINY, local, run_to_completion
+from ..servers import KEY, OTHER_KEY, Server, start_server, wait_for, wait_until
 from .conftest import in_sandbox
 
 __all__ = ["local"]  # a fixture

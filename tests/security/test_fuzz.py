@@ -21,8 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ..server.conftest import KEY, OTHER_KEY, READ_ONLY_KEY, Server, start_server, wait_for
-from ..server.test_sandboxes import TINY
+from ..server.engines.test_sandboxes import TINY
+from ..servers import KEY, OTHER_KEY, READ_ONLY_KEY, Server, start_server, wait_for
 
 FUZZ = settings(
     max_examples=300,

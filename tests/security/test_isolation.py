@@ -16,8 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ..server.conftest import KEY, Server, point_e2b_at, start_server, wait_for
-from ..server.test_sandboxes import TINY
+from ..server.engines.test_sandboxes import TINY
+from ..servers import KEY, Server, point_e2b_at, start_server, wait_for
 from .conftest import in_sandbox
 
 MAX_PIDS = 256

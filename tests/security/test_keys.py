@@ -17,8 +17,8 @@ import pytest
 
 from inspect_swarm.client import AuthenticationError
 
-from ..server.conftest import start_server, wait_for, wait_until
-from ..server.test_sandboxes import TINY
+from ..server.engines.test_sandboxes import TINY
+from ..servers import start_server, wait_for, wait_until
 from .conftest import KEY, OTHER_KEY, Server, in_sandbox
 
 PRELUDE = r'''

@@ -22,7 +22,7 @@ import pytest
 from inspect_swarm.server.sandboxes._isolation import IsolationConfig
 
 from ..ray_cluster import RayCluster, agent_of
-from ..server.conftest import (
+from ..servers import (
     OTHER_KEY,
     Server,
     needs_namespaces,

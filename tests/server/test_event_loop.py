@@ -31,8 +31,8 @@ from inspect_swarm.server.sandboxes._isolation import (
     SandboxHost,
 )
 
-from .conftest import needs_namespaces
-from .test_sandboxes import local, run_to_completion
+from ..servers import needs_namespaces
+from .engines.test_sandboxes import local, run_to_completion
 
 __all__ = ["local"]  # a fixture
 

@@ -11,7 +11,7 @@ import pytest
 from inspect_swarm.server.sandboxes._cgroups import _ROOT, _V1_CONTROLLERS, _own_cgroups
 from inspect_swarm.server.sandboxes._isolation import base_cgroup_name
 
-from .conftest import Server, needs_namespaces, start_server, wait_for, wait_until
+from ..servers import Server, needs_namespaces, start_server, wait_for, wait_until
 
 pytestmark = needs_namespaces
 

@@ -1,0 +1,140 @@
+"""The CLI, the client and the server start without inspect_ai, and `import inspect_swarm` keeps
+its public API for code and for type checkers alike."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import inspect_swarm
+import inspect_swarm.analysis
+import inspect_swarm.client
+
+from ..servers import KEY, Server, run_script, start_server
+
+ROOT = Path(__file__).parents[2]
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}},
+}
+
+
+def imported(*args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> set[str]:
+    """The modules `inspect-swarm ARGS` imports (from Python's own import-time report)."""
+    report = {**os.environ, **(env or {}), "PYTHONPROFILEIMPORTTIME": "1"}
+    done = run_script(*args, stdin=stdin, env=report)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return _modules(done.stderr)
+
+
+def _modules(report: str) -> set[str]:
+    return set(re.findall(r"^import time:\s+\d+ \|\s+\d+ \|\s+(\S+)", report, re.M))
+
+
+def test_the_cli_and_client_paths_do_not_import_inspect_ai(server: Server, tmp_path: Path) -> None:
+    env = {"MARITIME_API_URL": server.url, "MARITIME_API_KEY": KEY}
+    mcp = (
+        json.dumps(INITIALIZE)
+        + "\n"
+        + json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    )
+    paths = {
+        "help": imported("--help"),
+        "swarms list": imported("swarms", "list", env=env),
+        "sandboxes list": imported("sandboxes", "list", env=env),
+        "context list": imported("context", "list"),
+        "mcp": imported("mcp", stdin=mcp + "\n", env=env),
+    }
+    for path, modules in paths.items():
+        assert "inspect_swarm.cli._main" in modules, path  # the report is complete
+        assert not {m for m in modules if m.split(".")[0] == "inspect_ai"}, path
+    assert "httpx" in paths["swarms list"] and "httpx" not in paths["help"]
+    assert "mcp" not in paths["mcp"]  # the MCP server speaks the protocol itself
+
+
+def test_the_server_path_does_not_import_inspect_ai(tmp_path: Path) -> None:
+    server = start_server(
+        tmp_path / "state", "--isolation", "process", env={"PYTHONPROFILEIMPORTTIME": "1"}
+    )
+    try:
+        with server.client() as client:
+            run = client.swarms.start("true", count=1, size="1x1")
+            client.swarms.wait(run["id"], timeout=60)
+    finally:
+        server.kill()
+    modules = _modules((tmp_path / "state.log").read_text())
+    assert {"inspect_swarm.server._serve", "inspect_swarm.server.engines._engine"} <= modules
+    assert not {m for m in modules if m.split(".")[0] == "inspect_ai"}
+
+
+def test_import_inspect_swarm_loads_names_on_first_use() -> None:
+    code = (
+        "import sys, inspect_swarm\n"
+        "assert 'inspect_ai' not in sys.modules\n"
+        "assert inspect_swarm.swarm.__module__ == 'inspect_swarm._swarm'\n"
+        "assert 'inspect_ai' in sys.modules\n"
+        "from inspect_swarm import *\n"
+        "print(sorted(n for n in inspect_swarm.__all__ if n not in globals()))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout == "[]\n"
+
+
+@pytest.mark.parametrize(
+    "package",
+    [inspect_swarm, inspect_swarm.analysis, inspect_swarm.client],
+    ids=lambda p: p.__name__,
+)
+def test_the_stub_is_the_public_api(package: object) -> None:
+    stub = Path(package.__file__).with_suffix(".pyi")  # type: ignore[attr-defined]
+    tree = ast.parse(stub.read_text())
+    imported_names = {
+        alias.name for node in tree.body if isinstance(node, ast.ImportFrom) for alias in node.names
+    }
+    [listed] = [
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign) and node.targets[0].id == "__all__"  # type: ignore[attr-defined]
+    ]
+    assert imported_names == set(listed) == set(package.__all__)  # type: ignore[attr-defined]
+    for name in listed:
+        assert getattr(package, name) is not None
+        assert name in dir(package)
+
+
+def test_type_checkers_see_every_public_name(tmp_path: Path) -> None:
+    names = ", ".join(inspect_swarm.__all__)
+    server_names = ", ".join(inspect_swarm.client.__all__)
+    snippet = tmp_path / "snippet.py"
+    snippet.write_text(
+        f"from inspect_swarm import {names}\n"
+        f"from inspect_swarm.client import {server_names}\n"
+        "budget: Budget = Budget(tokens=10_000)\n"
+        "agent = swarm(member(react_factory := swarm_react, count=2), budget=budget)\n"
+        "client: SwarmsClient = SwarmsClient(api_key='k', base_url='http://x')\n"
+        "wrong_count: str = member(swarm_react, count=2).count\n"
+        "wrong_call = leaderless(stop_on_submission='yes')\n"
+        "wrong_url: int = client.base_url\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-error-summary", str(snippet)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,  # the project's mypy cache
+        timeout=600,
+    )
+    errors = [line for line in done.stdout.splitlines() if ": error:" in line]
+    # exactly the three mistakes, found from the real signatures
+    assert [int(line.split(":")[1]) for line in errors] == [6, 7, 8], done.stdout
+    assert 'expression has type "int", variable has type "str"' in errors[0]
+    assert 'Argument "stop_on_submission" to "leaderless" has incompatible type "str"' in errors[1]
+    assert 'expression has type "str", variable has type "int"' in errors[2]
