@@ -117,8 +117,8 @@ EXAMPLE_RUNS = [
     ("stop_on_proof", "stop_on_proof", {}, "stop_on_proof.yaml"),
     # sandboxes of their own, the board and a comparator that checks what each left
     ("proof_swarm", "proof_swarm", {}, "proof_swarm_script.yaml"),
-    # turns: the controller ends each round once every member has answered in it
-    ("topologies", "topologies", {"topology": "rounds"}, "topologies.yaml"),
+    # a controller on the board that stops when every member left only waits
+    ("topologies", "topologies", {"topology": "quiescence"}, "topologies.yaml"),
 ]
 
 
@@ -234,19 +234,6 @@ def test_the_replay_takes_the_usage_and_price_of_the_logged_calls(tmp_path: Path
     assert replay.price is not None
     assert (replay.price.input, replay.price.output) == pytest.approx((2.0, 8.0))
     assert Script.model_validate_json(replay.model_dump_json()) == replay
-
-
-def test_replay_refuses_a_sample_the_log_does_not_hold(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    original = evaluate(
-        racing_task(), scripted_model({"members": {"*": [{"submit": "42"}]}}), tmp_path
-    )
-    assert original.location is not None
-    assert main(["replay", original.location, "--sample", "nope", "-o", "x.yaml"]) == 1
-    assert "has no sample 'nope' in epoch 1" in capsys.readouterr().err
-    assert main(["replay", str(tmp_path), "-o", "x.yaml"]) == 1
-    assert "is not a log file" in capsys.readouterr().err
 
 
 @modelapi(name="canned")

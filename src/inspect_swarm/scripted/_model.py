@@ -187,8 +187,9 @@ class ScriptedModelAPI(ModelAPI):
         if step.after_stop and (swarm is None or not swarm.stopping):
             return False
         counters = self._counts(active)
+        begun = {name: counters.get((name, None), 0) for name in step.after or {}}
         return all(
-            counters.get((name, None), 0) >= calls or _returned(swarm, name)
+            begun[name] >= calls or _done(swarm, name, begun[name], calls)
             for name, calls in (step.after or {}).items()
         )
 
@@ -323,11 +324,15 @@ def _span_name(events: Iterable[Event], span_id: str) -> str | None:
     return None
 
 
-def _returned(swarm: SwarmHost | None, name: str) -> bool:
-    """Whether the member's agent has returned: it ended, or its turn did."""
+def _done(swarm: SwarmHost | None, name: str, begun: int, calls: int) -> bool:
+    """Whether member `name`, which has begun `begun` calls, will begin no more before its
+    `calls`-th: it ended, or its agent returned right after its call before that one (a turn
+    of its own, not one of the turns before, which ended with fewer calls begun)."""
     if swarm is None or name not in {m.name for m in swarm.roster}:
         return False
-    return swarm.agent_returned(name) or swarm.member_state(name) == "ended"
+    if swarm.member_state(name) == "ended":
+        return True
+    return swarm.agent_returned(name) and begun >= calls - 1
 
 
 def _tool_calls(step: Step) -> list[ToolCall]:

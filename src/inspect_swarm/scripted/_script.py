@@ -111,8 +111,8 @@ class Step(BaseModel):
     """Seconds to wait before the call returns (or raises)."""
 
     after: dict[str, PositiveInt] | None = None
-    """Return only once each member named has begun this many calls, or its agent has returned
-    (its run or its turn is over)."""
+    """Return only once each member named has begun this many calls, or has ended, or its
+    agent returned right after the call before (its run or its turn is over)."""
 
     after_stop: bool = False
     """Return only once the swarm has begun to stop."""
