@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.server.conftest import KEY, start_server
+from tests.servers import KEY, start_server
 
 PYTHON = sys.executable
 SCRIPT = str(Path(PYTHON).parent / "inspect-swarm")

@@ -39,7 +39,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.ray_cluster import cmdline, enter_own_network_namespace, namespace_pids, start_cluster
-from tests.server.conftest import Server, start_server
+from tests.servers import Server, start_server
 
 
 def seconds(stamp: str) -> float:

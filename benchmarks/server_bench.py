@@ -38,7 +38,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.server.conftest import KEY, start_server
+from tests.servers import KEY, start_server
 
 from inspect_swarm.server.sandboxes._cgroups import Limits
 from inspect_swarm.server.sandboxes._isolation import IsolationConfig, SandboxHost

@@ -18,6 +18,7 @@ import pytest
 from inspect_swarm.client import SwarmsClient
 from inspect_swarm.server.sandboxes._isolation import SYSTEM_DIRS, namespaces_supported
 
+from .conformance import ConformingTransport
 from .ray_cluster import RayCluster
 
 KEY = "test-key"
@@ -35,13 +36,18 @@ class Server:
     state_dir: Path
     process: subprocess.Popen[bytes]
     args: tuple[str, ...]
+    conform: bool = False
+    """Check every answer to `client()` and `http()` against the server's OpenAPI document."""
 
     def client(self, key: str = KEY, **kwargs: object) -> SwarmsClient:
+        if self.conform:
+            kwargs.setdefault("transport", ConformingTransport(self.url))
         return SwarmsClient(api_key=key, base_url=self.url, poll_interval=0.1, **kwargs)  # type: ignore[arg-type]
 
     def http(self, key: str | None = KEY) -> httpx.Client:
         headers = {} if key is None else {"Authorization": f"Bearer {key}"}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+        transport = ConformingTransport(self.url) if self.conform else None
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30, transport=transport)
 
     def kill(self, sig: int = signal.SIGTERM) -> None:
         if self.process.poll() is None:
@@ -170,6 +176,7 @@ def server(
     on each engine."""
     state = tmp_path_factory.mktemp("swarm") / "state"
     handle = start_server(state, "--memory-gib", "8", *engine_args(request, engine))
+    handle.conform = True  # the API tests' answers are as the OpenAPI document says
     yield handle
     handle.kill(signal.SIGTERM)
 

@@ -18,13 +18,17 @@ from ._contracts._channel import (
     swarm_channel,
 )
 from ._contracts._control import (
+    Activation,
     AllWaiting,
     MemberEnded,
     MemberHandle,
     ModelCalled,
+    Quantum,
     RecordDelivered,
+    ScheduledMember,
     SwarmControl,
     SwarmEvent,
+    Transform,
     TurnEnded,
 )
 from ._contracts._controller import Controller, FinalName, StopReason, swarm_controller
@@ -34,6 +38,7 @@ from ._contracts._roster import MemberInfo, MemberState
 from ._contracts._work import Assignment, Outstanding, WorkState
 from ._controllers._coordinator import coordinator
 from ._controllers._leaderless import leaderless
+from ._controllers._policies import round_robin, superstep
 from ._controllers._quiescence import quiescence
 from ._controllers._rounds import rounds
 from ._controllers._stops import (
@@ -51,11 +56,13 @@ from ._scores import member_scores
 from ._swarm import swarm
 from ._tools._bridged import swarm_bridged_tools
 from ._tools._channel_tools import swarm_tools
+from ._tools._exposure import record_exposure
 from ._tools._notice import swarm_on_continue
 from ._tools._react import swarm_react
 from ._tools._resources import swarm_budget, swarm_resources
 
 __all__ = [
+    "Activation",
     "AllWaiting",
     "Assignment",
     "Budget",
@@ -73,13 +80,16 @@ __all__ = [
     "ModelCalled",
     "NoticeLine",
     "Outstanding",
+    "Quantum",
     "Record",
     "RecordDelivered",
+    "ScheduledMember",
     "StopCondition",
     "StopReason",
     "SwarmBudget",
     "SwarmControl",
     "SwarmEvent",
+    "Transform",
     "TurnEnded",
     "WaitNews",
     "WaitSpec",
@@ -96,10 +106,13 @@ __all__ = [
     "notes",
     "quiescence",
     "quiescent",
+    "record_exposure",
+    "round_robin",
     "rounds",
     "shared_memory",
     "stall",
     "submission",
+    "superstep",
     "swarm",
     "swarm_bridged_tools",
     "swarm_budget",

@@ -11,12 +11,16 @@ from collections.abc import Sequence
 from contextvars import ContextVar
 from typing import Literal, Protocol
 
-from inspect_ai.model import ChatMessageUser, ModelUsage
+from inspect_ai.agent import AgentState
+from inspect_ai.model import ChatMessage, ChatMessageUser, ModelUsage
 from inspect_ai.tool import Tool
 
 from ._contracts._budget import SwarmBudget
 from ._contracts._roster import Delivery, MemberInfo, MemberState
 from ._contracts._status import MemberStatus
+
+Continue = bool | str | AgentState
+"""What an agent's `on_continue` hook decides."""
 
 
 class MemberBus(Protocol):
@@ -85,6 +89,18 @@ class SwarmHost(Protocol):
     def charge(self, model: str, usage: ModelUsage, *, cached: bool) -> None:
         """A call of the calling member (or of the phase outside every member) completed with
         `usage`: meter it, and end the member (or the swarm) at a share or cap it reached."""
+        ...
+
+    async def between_quanta(
+        self, state: AgentState, decision: Continue, *, conversational: bool
+    ) -> Continue:
+        """The calling loop reached a boundary with this `on_continue` decision: under an
+        activation policy, end the member's activation there and wait for its next (what
+        comes back is the decision to go on with); otherwise the decision as it was."""
+        ...
+
+    def record_exposure(self, messages: Sequence[ChatMessage]) -> list[str]:
+        """Check what the calling member read against messages that reached its model."""
         ...
 
 

@@ -2,7 +2,8 @@
 
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, overload
 
 import anyio
@@ -11,10 +12,10 @@ from inspect_ai.log._samples import sample_active
 from inspect_ai.model import ChatMessage, ChatMessageUser, ModelOutput, ModelUsage
 from inspect_ai.scorer import Scorer
 from inspect_ai.util import LimitExceededError, sample_limits
-from inspect_ai.util._span import current_span_id, parent_span
+from inspect_ai.util._span import current_agent_span_id, current_span_id, parent_span
 from inspect_ai.util._store import suspend_store_events
 
-from ._context import _phase, _swarm, current_member
+from ._context import Continue, _phase, _swarm, current_member
 from ._contracts._budget import Budget, SwarmBudget, budget_preamble
 from ._contracts._channel import Channel
 from ._contracts._control import (
@@ -24,6 +25,7 @@ from ._contracts._control import (
     MemberHandle,
     ModelCalled,
     RecordDelivered,
+    ScheduledMember,
     SwarmEvent,
     TurnEnded,
 )
@@ -37,6 +39,7 @@ from ._contracts._summary import MemberEnd, ending_words, stop_words, summarize
 from ._contracts._work import Assignment, Outstanding
 from ._runtime._answer import Answer, agreement, choose_answer
 from ._runtime._bus._bus import SwarmBus
+from ._runtime._bus._evidence import EvidenceLog
 from ._runtime._enforce import BudgetEnforcer
 from ._runtime._member_run import MemberRun
 from ._runtime._member_task import run_member
@@ -54,6 +57,7 @@ from ._runtime._sample_records import (
     write_submissions,
 )
 from ._runtime._sandbox import check_environments_exist
+from ._runtime._schedule import MemberSchedule, ScheduledHandle
 from ._runtime._stop import MemberStop, SwarmStoppingError, is_cancellation, leaves
 from ._runtime._tap import TranscriptTap, tapped
 from ._runtime._verify import check_submission
@@ -77,8 +81,10 @@ class SwarmRun:
         channels: Sequence[Channel],
         budget: Budget,
         models: Sequence[str],
+        routes: Sequence[tuple[str, str]] | None = None,
     ) -> None:
         self._members = [MemberRun(spec) for spec in roster]
+        self._routes = routes
         self._by_name = {m.name: m for m in self._members}
         self._controller = controller
         self._channels = channels
@@ -114,6 +120,9 @@ class SwarmRun:
         self._span_id: str | None = None
         # members inject sandbox tools into local sandboxes one at a time (prepare_member_sandbox)
         self.host_tools = anyio.Lock()
+        # under an activation policy, each member's activations and the policy's handle on it
+        self._schedules: dict[str, MemberSchedule] = {}
+        self._handles: dict[str, ScheduledHandle] = {}
 
     # ---- SwarmHost ---------------------------------------------------------------------
 
@@ -164,6 +173,12 @@ class SwarmRun:
         m = self._member_or_none(current_member())
         self._enforcer.after_charge(m, self._enforcer.charge(model, usage, m, cached=cached))
 
+    def record_exposure(self, messages: Sequence[ChatMessage]) -> list[str]:
+        member = current_member()
+        if member is None or self._bus is None:
+            return []
+        return self._bus.record_exposure(member, messages)
+
     # ---- SwarmControl ------------------------------------------------------------------
 
     @property
@@ -187,9 +202,16 @@ class SwarmRun:
                 f"SwarmControl.start(): member {m.name!r} has already started; a member runs once. "
                 "To run it again, start it with turns=True and call next_turn()."
             )
-        assert self._tg is not None
-        messages = self._member_input(m, input)
+        if self._controller.policy:
+            raise RuntimeError(
+                f"SwarmControl.start(): member {m.name!r} started with the swarm, as every member "
+                "does under an activation policy. Run it with scheduled(member).activate()."
+            )
         m.turns.enabled = turns
+        self._launch(m, self._member_input(m, input))
+
+    def _launch(self, m: MemberRun, messages: list[ChatMessage]) -> None:
+        assert self._tg is not None
         m.state = "running"
         self._running += 1
         if self._running == 1:
@@ -310,6 +332,34 @@ class SwarmRun:
     def waiting_since(self) -> float | None:
         return None if self._bus is None else self._bus.waiting_since()
 
+    def scheduled(self, member: str | MemberHandle) -> ScheduledMember:
+        m = self._handle(member)
+        if not self._controller.policy:
+            raise RuntimeError(
+                f"SwarmControl.scheduled(): member {m.name!r} runs on its own, since the "
+                "controller is not an activation policy. Build the controller with "
+                "Controller(run, policy=True), as round_robin() and superstep() do."
+            )
+        return self._handles[m.name]
+
+    def set_output(self, member: str | MemberHandle, reason: str | None = None) -> None:
+        m = self._handle(member)
+        if m.output is None:
+            raise ValueError(
+                f"SwarmControl.set_output(): member {m.name!r} has no output yet (state "
+                f"{m.state}). Name a member once an activation of it has ended."
+            )
+        self._chosen = (m, reason)
+        self._write_result(provisional=True)
+
+    @contextmanager
+    def read_cutoff(self) -> Iterator[None]:
+        if self._bus is None:
+            yield
+            return
+        with self._bus.cutoff():
+            yield
+
     # ---- what the bus and the observer tell the run (BusWatcher) ---------------------------
 
     def record_delivered(self, record: Record, recipients: Sequence[str]) -> None:
@@ -335,7 +385,9 @@ class SwarmRun:
         return True
 
     def waiting_for_turn(self, name: str) -> bool:
-        return self._get(name).turns.waiting is not None
+        schedule = self._schedules.get(name)
+        parked = schedule is not None and schedule.parked
+        return parked or self._get(name).turns.waiting is not None
 
     def _release_held(self) -> None:
         if self._held is not None:
@@ -359,6 +411,35 @@ class SwarmRun:
             self._bus.member_started(m.name)
         self._write_result(provisional=True)
 
+    async def before_agent(self, m: MemberRun, messages: list[ChatMessage]) -> None:
+        schedule = self._schedules.get(m.name)
+        if schedule is not None:
+            await schedule.first(messages)
+
+    async def between_quanta(
+        self, state: AgentState, decision: Continue, *, conversational: bool
+    ) -> Continue:
+        name = current_member()
+        schedule = self._schedules.get(name) if name is not None else None
+        if schedule is None or decision is False or not self._own_loop(name):
+            return decision
+        m = self._handle(schedule.member)
+        reply = not state.output.message.tool_calls
+        if reply and (conversational or m.spec.record.conversational):
+            # a reply ends the activation, and the member goes on with no prompt added
+            decision = decision if isinstance(decision, AgentState) else state
+        elif schedule.quantum == "completion":
+            return decision
+        target = decision if isinstance(decision, AgentState) else state
+        m.output, m.messages = target.output, target.messages
+        await schedule.park(target.messages, "reply" if reply else "step")
+        return decision
+
+    def _own_loop(self, name: str | None) -> bool:
+        assert name is not None
+        own = self._bus.own_loop(name) if self._bus is not None else self._get(name).span_id
+        return current_agent_span_id() == own
+
     def member_agent_returned(self, m: MemberRun) -> None:
         if self._bus is not None:
             self._bus.agent_returned(m.name)
@@ -381,6 +462,9 @@ class SwarmRun:
         return m.turns.next_input
 
     def member_ending(self, m: MemberRun, outside: BaseException | None) -> None:
+        schedule = self._schedules.get(m.name)
+        if schedule is not None:
+            schedule.ending()
         if self._outside is None and outside is not None:
             cause = _ended_by(outside)
             self._outside = cause if cause != "unknown" else None
@@ -393,6 +477,9 @@ class SwarmRun:
         self._running -= 1
         if self._running == 0:
             self._idle.set()
+        schedule = self._schedules.get(m.name)
+        if schedule is not None:
+            schedule.ended()
         if self._bus is not None:
             self._bus.member_ended(m.name)
         self._write_result(provisional=True)
@@ -416,9 +503,12 @@ class SwarmRun:
             self._bus.begin_stop()
         if not own and self._controller_scope is not None:
             self._controller_scope.cancel()
-        # members waiting for a turn end with the turn they finished
+        # members waiting for a turn end with the turn they finished, and those waiting for
+        # an activation at once
         for m in self._members:
             m.turns.release(None)
+        for schedule in self._schedules.values():
+            schedule.stop()
         self._stop_requested.set()
 
     async def _stopper(self) -> None:
@@ -446,7 +536,8 @@ class SwarmRun:
                 # a member's error or a sample limit may be tearing the swarm down: then the
                 # controller's return is no stop of the swarm's own
                 await anyio.lowlevel.checkpoint()
-                self.request_stop(recorded_stop_reason(reason), own=True)
+                policy = self._controller.policy
+                self.request_stop(recorded_stop_reason(reason, policy=policy), own=True)
         finally:
             _phase.reset(token)
 
@@ -465,13 +556,22 @@ class SwarmRun:
             self._observer.open()
             if any(ch.name is not None for ch in self._channels):
                 comms = {m.name: m.comm for m in self._members}
-                self._bus = SwarmBus(self, self._channels, comms, watcher=self)
+                self._bus = SwarmBus(
+                    self,
+                    self._channels,
+                    comms,
+                    watcher=self,
+                    routes=self._routes,
+                    exposure=self._controller.policy,
+                )
             tap = TranscriptTap(self, self._by_name, self._meter, self._observer, self._bus)
             self._write_result(provisional=True)
             with tapped(tap), suspend_store_events():
                 async with anyio.create_task_group() as tg:
                     self._tg = tg
                     tg.start_soon(self._stopper)
+                    if self._controller.policy:
+                        self._start_scheduled()
                     if self._enforcer.caps.time is not None:
                         tg.start_soon(self._enforcer.time_cap, self.clock)
                     await self._control()
@@ -484,6 +584,14 @@ class SwarmRun:
             self._finish(state, error)
             _swarm.reset(token)
         return state
+
+    def _start_scheduled(self) -> None:
+        """Under a policy every member starts at once, and waits for its first activation."""
+        log = EvidenceLog()
+        for m in self._members:
+            schedule = self._schedules[m.name] = MemberSchedule(m, log)
+            self._handles[m.name] = ScheduledHandle(m, schedule)
+            self._launch(m, self._member_input(m, None))
 
     def _finish(self, state: AgentState, error: BaseException | None) -> None:
         """Write the answer and every record. Synchronous: it runs on every path, including a
@@ -597,6 +705,7 @@ class SwarmRun:
     def _member_input(
         self, m: MemberRun, input: str | list[ChatMessage] | None
     ) -> list[ChatMessage]:
+        input = m.spec.record.input if input is None else input
         if input is None:
             messages = list(self._input)
         elif isinstance(input, str):

@@ -29,6 +29,7 @@ def swarm(
     controller: str | Controller = "leaderless",
     channels: str | Channel | Sequence[str | Channel] = ("filesystem",),
     budget: Budget = Budget(),  # noqa: B008
+    routes: Sequence[tuple[str, str] | Sequence[str]] | None = None,
 ) -> Agent:
     """A swarm of agents working on one sample.
 
@@ -48,6 +49,11 @@ def swarm(
             channel, built with its defaults. `[]` gives none, and members then get no channel
             instructions (a sandbox they share stays shared all the same).
         budget: The swarm-wide caps.
+        routes: The directed routes an addressed record (a message) may take, as
+            `(sender, recipient)` pairs of member names. A recipient with no route from the
+            sender is dropped from the record, and a record left with none is refused to the
+            sender as a tool error (the control `route`). `None` lets every member reach
+            every other.
 
     Returns:
         The swarm, an agent to use as a task's solver or inside another agent.
@@ -55,7 +61,8 @@ def swarm(
     Raises:
         TypeError: `controller`, `channels` or `budget` is not of a type it accepts.
         ValueError: The parts do not fit together: a roster the controller or a channel
-            refuses, repeated channels, a controller that needs a channel that hands out
+            refuses, routes or channel readers and writers naming no member, a
+            conversational member without an activation policy, repeated channels, a controller that needs a channel that hands out
             work without one, a split with the wrong number of weights, or member sandboxes
             the channels cannot serve.
     """
@@ -64,10 +71,12 @@ def swarm(
     chans = _channels(channels)
     swarm_budget = _budget(budget)
     _check(roster, ctrl, chans, swarm_budget)
+    pairs = _routes(routes, roster)
+    _check_scheduling(roster, ctrl, chans)
 
     async def execute(state: AgentState) -> AgentState:
         models = [str(get_model()), *_member_models(roster)]
-        run = SwarmRun(roster, ctrl, chans, swarm_budget, models)
+        run = SwarmRun(roster, ctrl, chans, swarm_budget, models, pairs)
         return await run.run(state)
 
     return execute
@@ -206,6 +215,51 @@ def _check_filesystem(roster: Sequence[MemberSpec], channels: Sequence[Channel])
                 "swarm(channels=...): filesystem(shared_volume=True) is for members with their own "
                 "sandboxes, and these members share the sample's. Use filesystem() instead."
             )
+
+
+def _routes(
+    value: Sequence[tuple[str, str] | Sequence[str]] | None, roster: Sequence[MemberSpec]
+) -> list[tuple[str, str]] | None:
+    if value is None:
+        return None
+    names = {m.name for m in roster}
+    pairs: list[tuple[str, str]] = []
+    for route in value:
+        if isinstance(route, str) or not isinstance(route, Sequence) or len(route) != 2:
+            raise ValueError(
+                f"swarm(routes=...): {route!r} is not a route. Give (sender, recipient) pairs of "
+                'member names, such as [("alice", "bob")].'
+            )
+        unknown = [n for n in route if n not in names]
+        if unknown:
+            raise ValueError(
+                f"swarm(routes=...): route {tuple(route)!r} names {unknown!r}, which is no "
+                f"member; the members are {sorted(names)!r}."
+            )
+        pairs.append((route[0], route[1]))
+    return pairs
+
+
+def _check_scheduling(
+    roster: Sequence[MemberSpec], controller: Controller, channels: Sequence[Channel]
+) -> None:
+    names = {m.name for m in roster}
+    for channel in channels:
+        for field in ("readers", "writers"):
+            listed: frozenset[str] | None = getattr(channel, field)
+            unknown = sorted(listed - names) if listed is not None else []
+            if unknown:
+                raise ValueError(
+                    f"swarm(channels=...): the {channel.name} channel's {field} {unknown!r} "
+                    f"are no members; the members are {sorted(names)!r}."
+                )
+    talkers = [m.name for m in roster if m.record.conversational]
+    if talkers and not controller.policy:
+        raise ValueError(
+            f"swarm(): members {talkers!r} are conversational, which only an activation policy "
+            "can run (a reply would otherwise go on forever). Use controller=round_robin() or "
+            "superstep(), or drop conversational=True."
+        )
 
 
 def _member_models(roster: Sequence[MemberSpec]) -> list[str]:

@@ -80,6 +80,13 @@ class FakeHost:
     def member_span_id(self, name: str) -> str | None:
         return f"loop-{name}"
 
+    async def between_quanta(self, state: Any, decision: Any, *, conversational: bool) -> Any:
+        return decision  # no activation policy
+
+    def record_exposure(self, messages: Any) -> list[str]:
+        member = _member.get()
+        return [] if member is None else self.bus_.record_exposure(member, messages)
+
     def end(self, name: str, status: str = "submitted") -> None:
         self.states[name] = "ended"
         self.statuses[name] = status

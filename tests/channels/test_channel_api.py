@@ -51,6 +51,8 @@ def test_channels_are_registered_with_every_argument() -> None:
         "max_board_bytes": 400_000,
         "rate": [60, 60.0],
         "max_wait": 600,
+        "readers": None,
+        "writers": None,
     }
     rebuilt = create_registry_object(
         "swarm_channel", registry_info(channel).name, registry_params(channel)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from inspect_swarm.cli._main import parse_duration, read_inputs
+from inspect_swarm.cli._options import parse_duration, read_inputs
 from inspect_swarm.client import SwarmsClient
 
 from ..servers import KEY, SCRIPT, Server, cli, run_script, start_server
@@ -373,6 +373,27 @@ def test_a_failed_sandbox_is_explained(local: Server) -> None:
         "--timeout", "1", "--wait", "--poll-interval", "0.1",
     )  # fmt: skip
     assert timed.returncode == 1 and "failed: timeout after 1s" in timed.stdout
+
+
+def test_run_takes_every_field_of_a_start(local: Server) -> None:
+    done = run(
+        "swarms", "run", "--count", "1", "--size", "1x1", "--command", 'cat /in > /out; echo "$A"',
+        "--files", "/in=from a file", "--env", "A=set", "--result-path", "/out",
+        "--idempotency-key", "cli-fields", "--name", "fields", "--wait", "--json",
+        "--poll-interval", "0.1",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    finished = json.loads(done.stdout)
+    assert finished["name"] == "fields" and finished["resultPath"] == "/out"
+    (sandbox,) = finished["sandboxes"]
+    assert (sandbox["result"], sandbox["stdoutTail"]) == ("from a file", "set\n")
+    # the same key and body: the same run, not a new one
+    again = run(
+        "swarms", "run", "--count", "1", "--size", "1x1", "--command", 'cat /in > /out; echo "$A"',
+        "--files", "/in=from a file", "--env", "A=set", "--result-path", "/out",
+        "--idempotency-key", "cli-fields", "--name", "fields",
+    )  # fmt: skip
+    assert again.stdout.strip() == finished["id"]
 
 
 def test_a_cancelled_run_says_cancelled_and_keeps_what_it_printed(local: Server) -> None:

@@ -34,6 +34,7 @@ RUN_PARAMETERS = {
     "resultPath",
     "concurrency",
     "name",
+    "idempotencyKey",
     "wait",
 }
 

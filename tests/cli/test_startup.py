@@ -16,6 +16,7 @@ import pytest
 import inspect_swarm
 import inspect_swarm.analysis
 import inspect_swarm.client
+from inspect_swarm.server._defaults import KEYS_VARIABLE
 
 from ..servers import KEY, Server, run_script, start_server
 
@@ -138,3 +139,57 @@ def test_type_checkers_see_every_public_name(tmp_path: Path) -> None:
     assert 'expression has type "int", variable has type "str"' in errors[0]
     assert 'Argument "stop_on_submission" to "leaderless" has incompatible type "str"' in errors[1]
     assert 'expression has type "str", variable has type "int"' in errors[2]
+
+
+def _log(server: Server) -> str:
+    return (server.state_dir.parent / f"{server.state_dir.name}.log").read_text()
+
+
+def test_keys_from_a_file_and_the_environment_stay_off_the_command_line(tmp_path: Path) -> None:
+    keys = tmp_path / "keys"
+    keys.write_text("# one account a line\nfile-key\n\nfile-reader:read\n")
+    keys.chmod(0o600)
+    server = start_server(
+        tmp_path / "state",
+        "--api-key-file",
+        str(keys),
+        keys=(),
+        env={KEYS_VARIABLE: "env-key env-reader:read"},
+    )
+    try:
+        for key in ("file-key", "env-key", "file-reader", "env-reader"):
+            with server.client(key) as client:
+                assert client.swarms.list() == []
+        with server.http("file-reader") as http:
+            assert http.post("/api/swarms", json={"command": "true", "count": 1}).status_code == 403
+        with server.http("file-key") as http:
+            assert http.get("/api/swarms").status_code == 200
+        # none of the keys is on the command line, and no warning says so
+        assert "file-key" not in " ".join(server.process.args)  # type: ignore[arg-type]
+        assert "every local user" not in _log(server)
+    finally:
+        server.kill()
+
+
+def test_a_key_on_the_command_line_warns_that_others_can_read_it(tmp_path: Path) -> None:
+    server = start_server(tmp_path / "state", keys=(KEY,))
+    try:
+        assert "every local user can read it (/proc/PID/cmdline)" in _log(server)
+    finally:
+        server.kill()
+
+
+def test_a_key_file_others_may_write_or_without_keys_is_refused(tmp_path: Path) -> None:
+    keys = tmp_path / "keys"
+    state = ["--state-dir", str(tmp_path / "state"), "--port", "0", "--no-context"]
+    keys.write_text("a-key\n")
+    keys.chmod(0o620)
+    refused = run_script("server", "--api-key-file", str(keys), *state)
+    assert refused.returncode == 1
+    assert f"{str(keys)!r} may be written by others" in refused.stderr
+    assert f"chmod go-w {keys}" in refused.stderr
+    keys.chmod(0o600)
+    keys.write_text("# no key\n\n")
+    refused = run_script("server", "--api-key-file", str(keys), *state)
+    assert refused.returncode == 1
+    assert "holds no key" in refused.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -289,6 +290,41 @@ async def test_both_clients_send_the_same_requests_for_every_call() -> None:
         await api.sandboxes.create(size="1x1", metadata={"m": "1"}), await api.sandboxes.list()
         await api.sandboxes.get("sbx-1"), await api.sandboxes.kill("sbx-1")
     assert sent["sync"] == sent["async"] and len(sent["sync"]) == 14
+
+
+def test_every_field_goes_by_its_wire_name_and_an_unknown_one_is_refused() -> None:
+    bodies: list[dict[str, object]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        bodies.append(json.loads(request.read()))
+        return httpx.Response(201, json={"id": "r1"})
+
+    with _client(answer) as client:
+        client.swarms.start(
+            ["echo", "hi"],
+            inputs=[{"args": ["1"]}],
+            size={"vcpus": 1, "memoryGb": 1},
+            timeout_seconds=60,
+            result_path="/out",
+            files={"/in": "x"},
+            name=None,  # left out
+        )
+        client.sandboxes.create(template="base", timeout_seconds=30, metadata={"a": "b"})
+        with pytest.raises(TypeError, match="'colour' is no option of it; the options are count"):
+            client.swarms.start("true", count=1, colour="red")  # type: ignore[call-arg]
+        with pytest.raises(TypeError, match="'count' is no option of it"):
+            client.sandboxes.create(count=1)  # type: ignore[call-arg]
+    assert bodies == [
+        {
+            "command": ["echo", "hi"],
+            "inputs": [{"args": ["1"]}],
+            "size": {"vcpus": 1, "memoryGb": 1},
+            "timeoutSeconds": 60,
+            "resultPath": "/out",
+            "files": {"/in": "x"},
+        },
+        {"template": "base", "timeoutSeconds": 30, "metadata": {"a": "b"}},
+    ]
 
 
 def test_where_the_client_finds_its_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,7 +20,12 @@ pytestmark = needs_namespaces
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A server for the module's attacks, with 8 GiB to book."""
-    handle = start_server(tmp_path_factory.mktemp("attack") / "state", "--memory-gib", "8")
+    yield from served(tmp_path_factory, "attack", "--memory-gib", "8")
+
+
+def served(factory: pytest.TempPathFactory, name: str, *options: str) -> Iterator[Server]:
+    """A module's server with `options`, stopped once its attacks are done."""
+    handle = start_server(factory.mktemp(name) / "state", *options)
     yield handle
     handle.kill(signal.SIGTERM)
 

@@ -55,6 +55,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "8",
         "--max-file-mib",
         "1",
+        "--disk-gib",
+        "3",
     )
     yield handle
     handle.kill(signal.SIGTERM)
@@ -117,6 +119,11 @@ BAD_STARTS: list[tuple[str, dict[str, Any]]] = [
     ),
     ("inputs.1", {**start_body(count=None), "inputs": [{}, {"args": ["a" * ARG]}]}),
     ("env", start_body(env={"BIG": "v" * ARG})),
+    ("command.0", start_body(command=[""])),
+    ("command.0", start_body(command=["", "echo"])),
+    ("files", start_body(files={"/": "x"})),
+    ("inputs.0.files", {**start_body(count=None), "inputs": [{"files": {"/tmp/..": "x"}}]}),
+    ("resultPath", start_body(resultPath="/tmp/")),
 ]
 
 
@@ -230,6 +237,23 @@ def test_half_open_connections_are_closed_after_the_read_timeout(server: Server)
             assert sock.recv(100) == b""  # closed by the server
         sock.close()
     assert time.monotonic() - started < 8
+
+
+@pytest.mark.parametrize("pieces", [1, 64], ids=["at-once", "in-pieces"])
+def test_a_head_over_16_kib_is_refused_however_it_arrives(server: Server, pieces: int) -> None:
+    line = f"X-Long: {'a' * 100_000}\r\n".encode()
+    head = b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + line + b"\r\n"
+    with socket.create_connection(address(server), timeout=10) as sock:
+        size = -(-len(head) // pieces)
+        with contextlib.suppress(OSError):  # the server may close before the last piece
+            for start in range(0, len(head), size):
+                sock.sendall(head[start : start + size])
+        answer = sock.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
+    # a head just under the limit is served
+    with socket.create_connection(address(server), timeout=10) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Long: " + b"a" * 15_000 + b"\r\n\r\n")
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
 
 
 def test_a_body_that_stalls_is_answered_408(server: Server) -> None:
@@ -476,7 +500,10 @@ def test_e2b_list_parameters_are_checked_and_paging_ends(
 ) -> None:
     api = {"X-API-KEY": KEY}
     with server.http() as http:
-        for query in ("limit=abc", "limit=0", "limit=-1", "nextToken=abc", "nextToken=-1"):
+        for query in (
+            *("limit=abc", "limit=0", "limit=-1", "nextToken=abc", "nextToken=-1"),
+            *("order=up", "state=frozen", "startedAfter=yesterday", "startedAfter=%00"),
+        ):
             response = http.get(f"/v2/sandboxes?{query}", headers=api)
             assert response.status_code == 400, query
             assert query.split("=")[0] in response.json()["message"]
@@ -491,6 +518,7 @@ def test_e2b_list_parameters_are_checked_and_paging_ends(
                 break
         http.delete(f"/sandboxes/{other}", headers=api)
     assert pages == 2 and sorted(seen) == sorted([e2b_box["E2b-Sandbox-Id"], other])
+    assert page.json()[0]["diskSizeMB"] == 3 * 1024  # the disk each sandbox has here
 
 
 def test_e2b_requests_the_domain_refuses_are_answered_in_e2bs_shape(
@@ -508,6 +536,8 @@ def test_e2b_requests_the_domain_refuses_are_answered_in_e2bs_shape(
         ("GET", f"/sandboxes/{live}", None, OTHER_KEY, 404, live),
         ("DELETE", f"/sandboxes/{live}", None, OTHER_KEY, 404, live),
         ("POST", f"/sandboxes/{live}/timeout", {"timeout": 5}, OTHER_KEY, 404, live),
+        ("GET", f"/sandboxes/{live}/metrics", None, OTHER_KEY, 404, live),
+        ("GET", f"/sandboxes/{live}/metrics?start=soon", None, KEY, 400, "start"),
         ("POST", "/v2/sandboxes/sbx-nothere/connect", {}, KEY, 404, "sbx-nothere"),
     ]
     with server.http() as http:
@@ -519,6 +549,40 @@ def test_e2b_requests_the_domain_refuses_are_answered_in_e2bs_shape(
         # the sandbox another account asked for is untouched
         assert http.get(f"/sandboxes/{live}", headers={"X-API-KEY": KEY}).status_code == 200
     assert server.health()["status"] == "ok"
+
+
+def test_e2b_paths_this_server_lacks_are_e2bs_501_whatever_the_method_or_account(
+    server: Server, e2b_box: dict[str, str]
+) -> None:
+    # a feature the server does not offer: E2B's body naming the call (the SDK shows it), not
+    # the web framework's 404 or 405 (the SDK would take it for a missing sandbox, or fail
+    # to read it), and never a way around the account check of what it does offer
+    live = e2b_box["E2b-Sandbox-Id"]
+    lacking = [
+        ("POST", f"/sandboxes/{live}/fork"),
+        ("GET", f"/sandboxes/{live}/logs"),
+        ("PUT", f"/sandboxes/{live}/network"),
+        ("GET", "/volumes"),
+        ("DELETE", "/templates/base"),
+        ("POST", "/v3/templates"),
+        ("PATCH", "/sandboxes"),
+    ]
+    with server.http() as http:
+        for method, path in lacking:
+            for key in (KEY, OTHER_KEY):
+                answer = http.request(method, path, json={}, headers={"X-API-KEY": key})
+                assert answer.status_code == 501, (method, path, answer.text)
+                assert answer.json() == {
+                    "code": 501,
+                    "message": f"{method} {path}: this swarm server does not offer it "
+                    "(its E2B page lists what it offers)",
+                }
+        # what it offers still checks the account; the Swarms API keeps its own shape
+        assert (
+            http.delete(f"/sandboxes/{live}", headers={"X-API-KEY": OTHER_KEY}).status_code == 404
+        )
+        assert http.get(f"/sandboxes/{live}", headers={"X-API-KEY": KEY}).status_code == 200
+        assert http.put("/api/swarms").json()["code"] == "method_not_allowed"
 
 
 def test_e2b_paths_and_commands_no_system_call_takes_are_a_400_on_a_live_connection(

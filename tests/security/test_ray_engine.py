@@ -3,7 +3,7 @@ ports (the head's GCS and client server, each node's raylet, object manager and 
 the node's agent among them) and other sandboxes are out of its reach, and nothing it does
 takes down the agent that made it and the sandboxes beside it; only the server's address is
 forwarded. And from outside: another account's key reaches no sandbox on a node through the
-server."""
+server, and a run no node can hold holds up no run behind it."""
 
 from __future__ import annotations
 
@@ -19,9 +19,14 @@ from typing import Any
 
 import pytest
 
+from inspect_swarm.server.engines._command import Capacity
+from inspect_swarm.server.engines.ray import _engine as _ray_engine
+from inspect_swarm.server.model._types import GIB, Settings
 from inspect_swarm.server.sandboxes._isolation import IsolationConfig
 
 from ..ray_cluster import RayCluster, agent_of
+from ..server.engines.ray.test_runner import ray_domain_on
+from ..server.engines.test_scheduler import a_run_too_large_holds_up_nothing
 from ..servers import (
     OTHER_KEY,
     Server,
@@ -189,3 +194,19 @@ def test_a_nodes_directory_made_by_another_user_or_a_link_is_refused(tmp_path: P
     own = tmp_path / "own"
     process_host(IsolationConfig(own, "process")).cgroups.remove_base()
     assert stat.S_IMODE(own.stat().st_mode) == 0o700
+
+
+@pytest.mark.anyio
+async def test_a_run_no_node_can_hold_holds_up_no_run_behind_it(
+    tmp_path: Path, ray_cluster: RayCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a run of 2 vCPUs on nodes of 1 CPU waited in Ray's queue for good, its memory booked,
+    # and every run behind it waited too: the cluster's nodes stand in as 1 CPU each here
+    monkeypatch.setattr(_ray_engine, "node_capacities", lambda: [Capacity(1, 8 * GIB)] * 2)
+    stuck = 4.0
+    async with ray_domain_on(tmp_path, ray_cluster, Settings(16, stuck_timeout=stuck)) as made:
+        reason = (
+            "the largest node of the Ray cluster (1 CPU, 8 GiB of memory) cannot hold a "
+            "sandbox of 2 vCPUs and 1 GiB"
+        )
+        await a_run_too_large_holds_up_nothing(*made, reason, stuck)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import operator
 import re
 from collections.abc import Callable, Mapping
@@ -13,7 +14,7 @@ from pydantic import JsonValue
 
 from .._contracts._channel import Bus, Caller, ChannelRun, NoticeLine, WaitNews, WaitSpec
 from .._contracts._record import FrozenJson, Record, Refused
-from ._parts import Views, fence_free
+from ._parts import Views, check_reader, fence_free
 from ._parts import plural as _s
 
 CHANNEL = "shared_memory"
@@ -214,6 +215,9 @@ class Board:
         self._deleted: dict[str, _Deleted] = {}
         self._deleted_at: dict[str, _Deleted] = {}
         self._change: _Change | None = None
+        # during a read cutoff, each file written since it began as it was then (None: new)
+        self._kept: dict[str, File | None] = {}
+        self._kept_at: int | None = None
         self._tool = tool(self, run.bus)
 
     # -- ChannelState ----------------------------------------------------------------------
@@ -329,6 +333,7 @@ class Board:
 
     def view(self, caller: Caller, path: str | None, view_range: list[int] | None) -> str:
         """A fenced view of a file, or a listing of a directory."""
+        check_reader(self._bus, CHANNEL, caller)
         if path is not None and _FILE_ID.fullmatch(path):
             file = self.files.get(path)
             if file is None:
@@ -342,12 +347,34 @@ class Board:
                 if path in self._deleted_at and path not in self._dirs:
                     return self._view_deleted(caller, self._deleted_at[path])
                 return self._listing(caller, path)
-        text = self._render(file, view_range)
-        self._views.loop(caller.loop).saw(file)
+        then = self._at_cutoff(file)
+        if then is None:
+            raise ToolError(f"{path} was created after this step began: it is not shown yet.")
+        text = self._render(then, view_range)
+        self._views.loop(caller.loop).saw(then)
         self._bus.read(
-            CHANNEL, caller, listing=False, data={"path": file.path, "files": [file.ref()]}
+            CHANNEL,
+            caller,
+            listing=False,
+            data={"path": then.path, "files": [then.ref()]},
+            shown={then.id: then.content},
         )
         return text
+
+    def _at_cutoff(self, file: File) -> File | None:
+        """The file as a read during a cutoff shows it: as it was when the cutoff began."""
+        if self._bus.read_cutoff is None or self._kept_at != self._bus.read_cutoff:
+            return file
+        return self._kept.get(file.id, file)
+
+    def _keep(self, file_id: str, file: File | None) -> None:
+        """Keep the file as it is before a write during a read cutoff."""
+        cutoff = self._bus.read_cutoff
+        if cutoff is None:
+            return
+        if self._kept_at != cutoff:
+            self._kept, self._kept_at = {}, cutoff
+        self._kept.setdefault(file_id, copy.copy(file))
 
     def _view_deleted(self, caller: Caller, deleted: _Deleted) -> str:
         """What became of a deleted file: a result, since the view itself did nothing wrong."""
@@ -380,6 +407,8 @@ class Board:
             under = list(self._dirs[path].values())
         else:
             raise ToolError(f"{path} does not exist: no file or directory has that path.")
+        # during a read cutoff, the files as they were when it began
+        under = [then for f in under if (then := self._at_cutoff(f)) is not None]
         under.sort(key=_path_of)
         self._bus.read(
             CHANNEL,
@@ -520,9 +549,12 @@ class Board:
             self._numbered += 1
             number = self._numbered
             file = File(f"f-{number}", number, change.path, "", 0, "", None, "", 0)
+            self._keep(file.id, None)
             self.files[file.id] = file
             self._index(file)
-        elif file.path != change.path:
+        else:
+            self._keep(file.id, file)
+        if file.path != change.path:
             self._unindex(file)
             file.path = change.path
             self._index(file)

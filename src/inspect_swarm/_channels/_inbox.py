@@ -15,7 +15,7 @@ from pydantic import JsonValue
 from .._contracts._channel import Bus, Caller, ChannelRun, NoticeLine, WaitNews, WaitSpec
 from .._contracts._record import Draft, Record, Refused
 from .._contracts._work import Assignment, Outstanding
-from ._parts import Handles, Unseen, check_text, listed, plural, with_status
+from ._parts import Handles, Unseen, check_text, listed, plural, shown_now, with_status
 
 CHANNEL = "messages"
 READ_LIMIT = 20
@@ -37,6 +37,7 @@ class Message:
     text: str
     reply_to: str | None
     thread: str
+    seq: int
     version: int = 1
 
     # a message never changes, so its evidence and its view are made once, and shared
@@ -147,6 +148,7 @@ class Mailroom:
             text=record.payload,
             reply_to=record.reply_to,
             thread=parent.thread if parent is not None else record.id,
+            seq=self._bus.sequence,
         )
         self.messages[message.id] = message
         for name in live:
@@ -210,7 +212,7 @@ class Mailroom:
     def find(self, caller: Caller, message_id: str, arg: str) -> Message:
         """The message `arg` names by id: one the caller sent or received."""
         message = self.messages.get(message_id) if _MESSAGE_ID.fullmatch(message_id) else None
-        if message is None or not self._visible(message, caller.member):
+        if message is None or not self._visible(message, caller.member) or not self._now(message):
             raise ToolError(
                 f"Invalid {arg} {message_id!r}: no message you sent or received has that id. "
                 'Give one that messages(command="list") shows, such as m-3.'
@@ -220,15 +222,15 @@ class Mailroom:
     def list(self, caller: Caller, thread: str | None) -> str:
         """The caller's inbox, or the messages of a thread it can see, newest last."""
         if thread is None:
-            shown = self._received[caller.member][-LIST_LIMIT:]
-            total = len(self._received[caller.member])
+            received = [m for m in self._received[caller.member] if self._now(m)]
+            shown, total = received[-LIST_LIMIT:], len(received)
             head = f"{total} message{plural(total)} received"
         else:
             root = self.find(caller, thread, "thread")
             visible = [
                 m
                 for m in self.messages.values()
-                if m.thread == root.thread and self._visible(m, caller.member)
+                if m.thread == root.thread and self._visible(m, caller.member) and self._now(m)
             ]
             shown, total = visible[-LIST_LIMIT:], len(visible)
             head = f"{total} message{plural(total)} in thread {root.thread}"
@@ -252,15 +254,21 @@ class Mailroom:
         """One message the caller can see, or its unread messages, oldest first."""
         box = self._unread[caller.member]
         if message_id is None:
-            shown = box.values()[:READ_LIMIT]
+            unread = [m for m in box.values() if self._now(m)]
+            shown, left = unread[:READ_LIMIT], max(0, len(unread) - READ_LIMIT)
         else:
-            shown = [self.find(caller, message_id, "message")]
+            shown, left = [self.find(caller, message_id, "message")], 0
         for m in shown:
             box.drop(m)
-        self._bus.read(CHANNEL, caller, listing=False, data={"messages": [m.ref for m in shown]})
+        self._bus.read(
+            CHANNEL,
+            caller,
+            listing=False,
+            data={"messages": [m.ref for m in shown]},
+            shown={m.id: m.text for m in shown},
+        )
         if not shown:
             return "No unread messages."
-        left = len(box.ids) if message_id is None else 0
         more = f"\n{left} more unread: read again for them." if left else ""
         body = "\n".join(m.fenced for m in shown)
         return (
@@ -280,6 +288,9 @@ class Mailroom:
 
     def _visible(self, message: Message, member: str) -> bool:
         return message.writer == member or member in message.recipients
+
+    def _now(self, message: Message) -> bool:
+        return shown_now(self._bus, message.seq)
 
     @staticmethod
     def _row(m: Message, member: str, unread: bool) -> str:

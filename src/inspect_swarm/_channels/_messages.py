@@ -6,7 +6,7 @@ from .._contracts._channel import Channel, ChannelRun, ChannelState, StormContro
 from .._contracts._record import ALL, ROLE
 from .._contracts._roster import MemberInfo
 from ._inbox import CHANNEL, Mailroom
-from ._parts import rate_window, whole_number
+from ._parts import member_names, rate_window, whole_number
 
 
 class MessagesChannel(Channel):
@@ -23,7 +23,11 @@ class MessagesChannel(Channel):
         max_message_bytes: int,
         rate: tuple[int, float] | None,
         max_wait: int,
+        readers: frozenset[str] | None = None,
+        writers: frozenset[str] | None = None,
     ) -> None:
+        self.readers = readers
+        self.writers = writers
         self.max_messages = max_messages
         self.max_message_bytes = max_message_bytes
         self.storm = StormControls(rate=rate)
@@ -61,6 +65,8 @@ def messages(
     max_message_bytes: int = 4_000,
     rate: tuple[int, float] | list[int | float] | None = (60, 60.0),
     max_wait: int = 600,
+    readers: Sequence[str] | None = None,
+    writers: Sequence[str] | None = None,
 ) -> Channel:
     """Messages between members: to one member, to a role, or to all of them.
 
@@ -83,6 +89,9 @@ def messages(
             `seconds`. `None` lifts the limit.
         max_wait: How long one `swarm_wait` may last, and lasts when it is given no
             timeout, in seconds (1 to 3,600).
+        readers: The members that may read the channel's messages: a message reaches only readers, or `None` for every member.
+        writers: The members that may send messages, or `None` for every member; the records of
+            others are refused (the control `writers`).
 
     Returns:
         The channel.
@@ -94,4 +103,6 @@ def messages(
         ),
         rate=rate_window("messages", rate),
         max_wait=whole_number("messages", "max_wait", max_wait, 1, 3_600),
+        readers=member_names("messages", "readers", readers),
+        writers=member_names("messages", "writers", writers),
     )

@@ -1,9 +1,11 @@
 """The `notes()` channel: an append-only log of typed notes that members read and search."""
 
+from collections.abc import Sequence
+
 from .._contracts._channel import Channel, ChannelRun, ChannelState, StormControls, swarm_channel
 from .._contracts._roster import MemberInfo
 from ._notes_log import CHANNEL, NotesLog
-from ._parts import rate_window, whole_number
+from ._parts import member_names, rate_window, whole_number
 
 
 class NotesChannel(Channel):
@@ -15,8 +17,16 @@ class NotesChannel(Channel):
     bridged = True
 
     def __init__(
-        self, max_notes: int, max_note_bytes: int, rate: tuple[int, float] | None, max_wait: int
+        self,
+        max_notes: int,
+        max_note_bytes: int,
+        rate: tuple[int, float] | None,
+        max_wait: int,
+        readers: frozenset[str] | None = None,
+        writers: frozenset[str] | None = None,
     ) -> None:
+        self.readers = readers
+        self.writers = writers
         self.max_notes = max_notes
         self.max_note_bytes = max_note_bytes
         self.storm = StormControls(rate=rate)
@@ -42,6 +52,8 @@ def notes(
     max_note_bytes: int = 2_000,
     rate: tuple[int, float] | list[int | float] | None = (60, 60.0),
     max_wait: int = 600,
+    readers: Sequence[str] | None = None,
+    writers: Sequence[str] | None = None,
 ) -> Channel:
     """A log of notes every member adds to and reads: facts, attempts, failures, results.
 
@@ -62,6 +74,9 @@ def notes(
             notes within any `seconds`. `None` lifts the limit.
         max_wait: How long one `swarm_wait` may last, and lasts when it is given no
             timeout, in seconds (1 to 3,600).
+        readers: The members that may read the channel's notes (`read` and `search`), or `None` for every member.
+        writers: The members that may add notes, or `None` for every member; the records of
+            others are refused (the control `writers`).
 
     Returns:
         The channel.
@@ -71,4 +86,6 @@ def notes(
         max_note_bytes=whole_number("notes", "max_note_bytes", max_note_bytes, 1, 16_384),
         rate=rate_window("notes", rate),
         max_wait=whole_number("notes", "max_wait", max_wait, 1, 3_600),
+        readers=member_names("notes", "readers", readers),
+        writers=member_names("notes", "writers", writers),
     )

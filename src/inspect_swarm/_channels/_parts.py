@@ -11,7 +11,7 @@ from typing import Generic, Protocol, TypeVar
 
 from inspect_ai.tool import ToolError
 
-from .._contracts._channel import Bus
+from .._contracts._channel import Bus, Caller
 from .._contracts._record import RUN_ENDED, Refused
 
 # -- the factories' arguments ----------------------------------------------------------------
@@ -50,6 +50,35 @@ def rate_window(factory: str, rate: object) -> tuple[int, float] | None:
 # -- the fence rule ----------------------------------------------------------------------------
 
 _FENCE = re.compile(r"</?peer_(?:file|listing|message)", re.IGNORECASE)
+
+
+def member_names(factory: str, arg: str, value: object) -> frozenset[str] | None:
+    """A channel's `readers` or `writers`: member names, or `None` for every member."""
+    if value is None:
+        return None
+    names = list(value) if isinstance(value, Iterable) and not isinstance(value, str) else [None]
+    if not all(isinstance(n, str) and n for n in names):
+        raise ValueError(
+            f"{factory}({arg}=...): {value!r} is not a list of member names. Give names such "
+            f'as ["alice", "bob"], or None for every member.'
+        )
+    return frozenset(str(n) for n in names)
+
+
+def check_reader(bus: Bus, channel: str, caller: Caller) -> None:
+    """Refuse a read by a member that is not among the channel's readers."""
+    if not bus.may_read(channel, caller.member):
+        raise ToolError(
+            f"You may not read {channel}: {caller.member} is not among its readers. Use the "
+            "channels you can read."
+        )
+
+
+def shown_now(bus: Bus, seq: int) -> bool:
+    """Whether a record delivered as `seq` may be shown: not during a read cutoff that began
+    before it."""
+    cutoff = bus.read_cutoff
+    return cutoff is None or seq <= cutoff
 
 
 def fence_free(text: str, subject: str, place: str, verb: str = "Write") -> None:

@@ -13,7 +13,7 @@ from .._contracts._channel import (
 from .._contracts._roster import MemberInfo
 from ._board import CHANNEL, Board
 from ._board_tool import shared_memory_tool
-from ._parts import rate_window, whole_number
+from ._parts import member_names, rate_window, whole_number
 
 _MEMBER_NAME = re.compile(r"[a-z][a-z0-9_-]{0,47}")
 
@@ -39,7 +39,11 @@ class SharedMemoryChannel(Channel):
         max_board_bytes: int,
         rate: tuple[int, float] | None,
         max_wait: int,
+        readers: frozenset[str] | None = None,
+        writers: frozenset[str] | None = None,
     ) -> None:
+        self.readers = readers
+        self.writers = writers
         self.max_files = max_files
         self.max_file_bytes = max_file_bytes
         self.max_file_lines = max_file_lines
@@ -86,6 +90,8 @@ def shared_memory(
     max_board_bytes: int = 400_000,
     rate: tuple[int, float] | list[int | float] | None = (60, 60.0),
     max_wait: int = 600,
+    readers: Sequence[str] | None = None,
+    writers: Sequence[str] | None = None,
 ) -> Channel:
     """A board of files that all members of the swarm, subagents included, read and write.
 
@@ -117,6 +123,9 @@ def shared_memory(
             cap.
         max_wait: The longest a `swarm_wait` may last, in seconds, 1 to 3,600; also the
             timeout of a wait that gives none.
+        readers: The members that may read the channel's files (`view`), or `None` for every member.
+        writers: The members that may write files, or `None` for every member; the records of
+            others are refused (the control `writers`).
 
     Returns:
         The channel.
@@ -133,4 +142,6 @@ def shared_memory(
         max_board_bytes=_int_in("max_board_bytes", max_board_bytes, file_bytes, 16_777_216),
         rate=rate_window("shared_memory", rate),
         max_wait=_int_in("max_wait", max_wait, 1, 3_600),
+        readers=member_names("shared_memory", "readers", readers),
+        writers=member_names("shared_memory", "writers", writers),
     )

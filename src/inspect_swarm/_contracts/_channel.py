@@ -78,9 +78,33 @@ class Bus(Protocol):
         ...
 
     def read(
-        self, channel: str, caller: Caller, *, listing: bool, data: Mapping[str, JsonValue]
+        self,
+        channel: str,
+        caller: Caller,
+        *,
+        listing: bool,
+        data: Mapping[str, JsonValue],
+        shown: Mapping[str, str] | None = None,
     ) -> None:
-        """Record a view of the channel's state (its `read` evidence)."""
+        """Record a view of the channel's state (its `read` evidence). `shown` is the text
+        the view showed of each record, by record id: under an activation policy the bus
+        looks for it in the reader's next model inputs (its `exposed` evidence)."""
+        ...
+
+    def may_read(self, channel: str, member: str) -> bool:
+        """Whether the member is among the channel's readers (`Channel.readers`)."""
+        ...
+
+    @property
+    def sequence(self) -> int:
+        """The delivery number of the record being applied (in `apply()`), else of the last
+        delivered: what `delivered` evidence calls `seq`."""
+        ...
+
+    @property
+    def read_cutoff(self) -> int | None:
+        """While a read cutoff lasts (`SwarmControl.read_cutoff()`), the `sequence` when it
+        began: a read then shows no record delivered later. `None` otherwise."""
         ...
 
 
@@ -115,6 +139,15 @@ class Channel:
     storm: StormControls = StormControls()
     """The storm controls the bus applies to the channel's records. By default there are
     none."""
+
+    readers: frozenset[str] | None = None
+    """The members that may read the channel's records, or `None` (the default) for every
+    member. The bus delivers an addressed record only to readers and gives others no
+    notices or news of the channel; the channel refuses their reads."""
+
+    writers: frozenset[str] | None = None
+    """The members that may send records through the channel, or `None` (the default) for
+    every member. The bus refuses the records of others, as the control `writers`."""
 
     max_wait: int | None = None
     """The longest, in seconds, that this channel lets a `swarm_wait` last; `None` (the

@@ -1,6 +1,7 @@
-from collections.abc import AsyncGenerator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Protocol, TypeVar, overload
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, TypeVar, overload
 
 from inspect_ai.model import ChatMessage
 from inspect_ai.scorer import Scorer
@@ -39,6 +40,122 @@ class MemberHandle(Protocol):
     @property
     def submitted(self) -> bool:
         """Whether the member ended with a submission (status `submitted`)."""
+        ...
+
+
+Quantum = Literal["model_step", "completion"]
+"""How far one activation of a scheduled member runs: one model step (a generation and the
+tool calls it makes), or to the end of its agent."""
+
+Transform = Callable[[list[ChatMessage]], list[ChatMessage]]
+"""An edit of a waiting member's conversation: given a copy of its messages, the messages it
+should go on with."""
+
+
+@dataclass(frozen=True)
+class Activation:
+    """What one activation of a scheduled member did, as `ScheduledMember.activate()` returns it."""
+
+    member: str
+    """The member's name."""
+
+    number: int
+    """The member's activation, from 1."""
+
+    quantum: Quantum
+    """The quantum the activation was given."""
+
+    status: str
+    """`waiting` when the member parked for its next activation, else how it ended (as
+    `MemberHandle.status`)."""
+
+    steps: int
+    """The model steps the member completed in the activation."""
+
+    tool_calls: tuple[str, ...]
+    """The names of the tools it called, in order."""
+
+    conversation: tuple[ChatMessage, ...] = field(repr=False, compare=False)
+    """The member's messages at the end of the activation, as the member holds them: read
+    them through `messages`."""
+
+    @property
+    def messages(self) -> list[ChatMessage]:
+        """A copy of the member's conversation at the end of the activation, made when asked
+        for: changing it changes nothing of the member's (that is `ScheduledMember.edit()`)."""
+        return [m.model_copy(deep=True) for m in self.conversation]
+
+
+class ScheduledMember(MemberHandle, Protocol):
+    """A member under an activation policy: it runs only when the policy activates it.
+
+    Between activations the member waits inside its agent's one run, at the boundary its
+    `swarm_on_continue()` hook marks; its attempts, tools and connections stay as they were.
+    """
+
+    @property
+    def waiting(self) -> bool:
+        """Whether the member waits for its next activation."""
+        ...
+
+    @property
+    def activations(self) -> int:
+        """How many activations the member has begun."""
+        ...
+
+    async def activate(self, quantum: Quantum = "model_step") -> Activation:
+        """Run the member until its next boundary, and return what it did.
+
+        The pending interventions are applied first, in order. A `model_step` ends after one
+        generation and its tool calls, or after a reply without tool calls of a
+        conversational member; a `completion` runs the agent to its end (a conversational
+        member's reply ends it too). An agent without `swarm_on_continue()` has no boundary,
+        so its first activation runs it to its end, whatever the quantum.
+
+        Args:
+            quantum: `model_step` or `completion`.
+
+        Raises:
+            ValueError: `quantum` is not one of the two.
+            RuntimeError: The member is not waiting: it runs, or has ended, or the swarm is
+                stopping.
+        """
+        ...
+
+    def snapshot(self) -> list[ChatMessage]:
+        """A copy of the member's conversation as its last activation left it (its input
+        before the first)."""
+        ...
+
+    def append(self, messages: Sequence[ChatMessage], *, origin: str) -> None:
+        """Add messages to the end of the waiting member's conversation, at its next activation.
+
+        Recorded as `intervened` evidence with `origin` and the ids and hashes of the
+        messages added.
+
+        Args:
+            messages: The messages to add.
+            origin: Who intervenes and why, for the record (`"attack"`, `"scenario"`).
+
+        Raises:
+            RuntimeError: The member is not waiting for an activation.
+        """
+        ...
+
+    def edit(self, transform: Transform, *, origin: str) -> None:
+        """Rewrite the waiting member's conversation at its next activation.
+
+        `transform` gets a copy of the messages and returns those to go on with. Recorded as
+        `intervened` evidence with `origin` and the ids and hashes of the messages added,
+        removed and replaced (a message keeps its id when its content is replaced).
+
+        Args:
+            transform: The edit.
+            origin: Who intervenes and why, for the record (`"defense"`).
+
+        Raises:
+            RuntimeError: The member is not waiting for an activation.
+        """
         ...
 
 
@@ -185,8 +302,9 @@ class SwarmControl(Protocol):
 
         Raises:
             KeyError: No member has this name.
-            RuntimeError: The member has started before (a member runs once), or the swarm has
-                begun to stop.
+            RuntimeError: The member has started before (a member runs once), the swarm has
+                begun to stop, or the controller is an activation policy (whose members all
+                start with the swarm).
         """
         ...
 
@@ -310,4 +428,38 @@ class SwarmControl(Protocol):
     def waiting_since(self) -> float | None:
         """The swarm time since which every member has been waiting in `swarm_wait` or for
         its next turn, has ended or has not started, or `None` when a member is at work."""
+        ...
+
+    def scheduled(self, member: str | MemberHandle) -> ScheduledMember:
+        """The member as an activation policy drives it.
+
+        Args:
+            member: The member, or its name.
+
+        Raises:
+            KeyError: No member has this name.
+            RuntimeError: The controller is not a policy (`Controller(policy=True)`).
+        """
+        ...
+
+    def set_output(self, member: str | MemberHandle, reason: str | None = None) -> None:
+        """Make this member's latest output the swarm's output, submitted or not.
+
+        Under a policy the latest output is the one of its last activation. A later call
+        replaces an earlier one; the result record shows mode `controller`.
+
+        Args:
+            member: The member, or its name.
+            reason: Why, for the record.
+
+        Raises:
+            KeyError: No member has this name.
+            ValueError: The member has no output yet.
+        """
+        ...
+
+    def read_cutoff(self) -> AbstractContextManager[None]:
+        """A block in which the channels' reads show only the records delivered before it
+        began, as a superstep's members see the state at the step's start. Writes go on
+        as usual, and are seen once the block has ended."""
         ...

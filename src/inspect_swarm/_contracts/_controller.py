@@ -4,7 +4,7 @@ from typing import Literal, ParamSpec, overload
 from ._control import SwarmControl
 from ._factory import registered_factory
 from ._roster import MemberInfo
-from ._status import TOPOLOGY_REASONS, ControllerReason, SwarmStopReason
+from ._status import TOPOLOGY_REASONS, ControllerReason, PolicyReason, SwarmStopReason
 
 P = ParamSpec("P")
 
@@ -34,6 +34,7 @@ class Controller:
         check: Callable[[Sequence[MemberInfo]], None] | None = None,
         instructions: str | None = None,
         needs_work: bool = False,
+        policy: bool = False,
     ) -> None:
         """Create a controller.
 
@@ -52,6 +53,9 @@ class Controller:
             needs_work: `run` starts members on the work the channels give them
                 (`SwarmControl.assigned()`), so `swarm()` refuses a swarm none of whose
                 channels hands out work (`Channel.hands_out_work`).
+            policy: The controller is an activation policy: every member starts at once and
+                waits for the policy to activate it (`SwarmControl.scheduled()`), and the
+                stop reason `run` returns is recorded as `policy:<reason>`.
 
         Raises:
             ValueError: `final` is not `"first"`, `"last"` or `None`.
@@ -71,11 +75,15 @@ class Controller:
         """What each member's preamble says of how the swarm works together, or `None`."""
         self.needs_work = needs_work
         """Whether `swarm()` requires a channel that hands out work."""
+        self.policy = policy
+        """Whether the controller activates members turn by turn (an activation policy)."""
 
 
-def recorded_stop_reason(reason: StopReason) -> SwarmStopReason:
+def recorded_stop_reason(reason: StopReason, *, policy: bool = False) -> SwarmStopReason:
     """The stop reason as the ledger records it."""
-    return TOPOLOGY_REASONS.get(reason) or ControllerReason(f"controller:{reason}")
+    if reason in TOPOLOGY_REASONS:
+        return TOPOLOGY_REASONS[reason]
+    return PolicyReason(f"policy:{reason}") if policy else ControllerReason(f"controller:{reason}")
 
 
 @overload

@@ -12,6 +12,7 @@ from inspect_ai._util.registry import (
     registry_value,
 )
 from inspect_ai.agent import Agent
+from inspect_ai.model import ChatMessage, ChatMessageBase
 from inspect_ai.util import (
     Limit,
     cost_limit,
@@ -21,7 +22,7 @@ from inspect_ai.util import (
     token_limit,
     turn_limit,
 )
-from pydantic import BaseModel, ConfigDict, Field, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_serializer
 
 from ._factory import PACKAGE
 from ._roster import Delivery, MemberInfo
@@ -30,6 +31,7 @@ AgentFactory = Callable[..., Agent]
 """A registered `@agent` factory."""
 
 RESERVED_NAMES = ("init", "solvers", "scorers")
+_MESSAGE: TypeAdapter[ChatMessage] = TypeAdapter(ChatMessage)
 BRIDGED_NAMESPACE = "inspect_swe/"
 
 
@@ -79,6 +81,13 @@ class Member(BaseModel):
     """The sample's other sandbox environments that stay reachable, by name, from a member with
     its own `sandbox`."""
 
+    input: str | list[ChatMessage] | None = None
+    """The member's own input, in place of the sample's. `None` gives it the sample's."""
+
+    conversational: bool = False
+    """Under an activation policy, a reply without tool calls ends the member's activation,
+    not the member."""
+
     @model_serializer
     def _serialize(self) -> dict[str, Any]:
         # the logged form is the form swarm() accepts (and the CLI's -S), so a log rebuilds
@@ -99,6 +108,14 @@ class Member(BaseModel):
             logged["limits"] = [_limit_dict(limit) for limit in self.limits]
         if self.visible_sandboxes:
             logged["visible_sandboxes"] = list(self.visible_sandboxes)
+        if self.input is not None:
+            logged["input"] = (
+                self.input
+                if isinstance(self.input, str)
+                else [m.model_dump(mode="json") for m in self.input]
+            )
+        if self.conversational:
+            logged["conversational"] = True
         return logged
 
 
@@ -114,6 +131,8 @@ def member(
     delivery: Literal["notify", "poll"] | None = None,
     sandbox: str | None = None,
     visible_sandboxes: Sequence[str] = (),
+    input: str | Sequence[ChatMessage] | None = None,
+    conversational: bool = False,
 ) -> Member:
     """A swarm member, with a name, role, limits or count.
 
@@ -157,6 +176,12 @@ def member(
             member's name. `None` shares the sample's sandbox.
         visible_sandboxes: With `sandbox` only: the sample's other environments that the
             member keeps reaching by name (a shared service, say); never `default`.
+        input: The member's own input (a group's goal, a role's brief), in place of the
+            sample's; a string is one user message. A controller's `start(input=...)` still
+            takes precedence.
+        conversational: Under an activation policy, a reply without tool calls ends the
+            member's activation and the member goes on at the next one, with no prompt to
+            continue added. `swarm()` refuses it under a controller that is not a policy.
 
     Returns:
         The member record.
@@ -166,7 +191,8 @@ def member(
             fit the factory's signature, or a limit is not an Inspect limit.
         ValueError: `args` or `count` above 1 with a built agent, a `count` below 1, a bad
             `name` or `delivery`, a working or unknown limit, an ACP agent, or
-            `visible_sandboxes` without `sandbox` or with `default`.
+            `visible_sandboxes` without `sandbox` or with `default`, an empty `input`, or
+            an `input` list with something other than chat messages.
     """
     built = _is_built_agent(agent)
     if not built and not _is_agent_factory(agent):
@@ -214,6 +240,7 @@ def member(
             "member(visible_sandboxes=...): 'default' cannot be listed: inside the member, "
             "default is its own sandbox. Name the shared services only."
         )
+    own_input = _check_input(input)
     return Member(
         agent=agent if built else None,
         factory=None if built else agent,
@@ -226,6 +253,24 @@ def member(
         delivery=delivery,
         sandbox=sandbox,
         visible_sandboxes=list(visible_sandboxes),
+        input=own_input,
+        conversational=bool(conversational),
+    )
+
+
+def _check_input(value: object) -> str | list[ChatMessage] | None:
+    if value is None or (isinstance(value, str) and value):
+        return value
+    if (
+        isinstance(value, Sequence)
+        and not isinstance(value, str)
+        and value
+        and all(isinstance(m, ChatMessageBase) for m in value)
+    ):
+        return list(value)
+    raise ValueError(
+        f"member(input=...): {value!r} is not an input. Give a non-empty string or a "
+        "non-empty list of chat messages (ChatMessageUser(...)), or None for the sample's."
     )
 
 
@@ -457,6 +502,12 @@ def _member_from_dict(value: Mapping[str, Any]) -> Member:
         limit_from_dict(item) if isinstance(item, Mapping) else item
         for item in fields.pop("limits", None) or []
     ]
+    own_input = fields.get("input")
+    if isinstance(own_input, list):
+        # the logged form of a list of messages
+        fields["input"] = [
+            _MESSAGE.validate_python(m) if isinstance(m, Mapping) else m for m in own_input
+        ]
     unknown = sorted(set(fields) - set(inspect.signature(member).parameters))
     if unknown:
         raise ValueError(

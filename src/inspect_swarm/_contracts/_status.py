@@ -59,7 +59,12 @@ TOPOLOGY_REASONS: dict[str, TopologyReason] = {
 ControllerReason = NewType("ControllerReason", str)
 """A controller's own stop reason as the ledger records it, `controller:<reason>`."""
 
-SwarmStopReason: TypeAlias = Literal["swarm_cap", "swarm_time"] | TopologyReason | ControllerReason
+PolicyReason = NewType("PolicyReason", str)
+"""An activation policy's own stop reason as the ledger records it, `policy:<reason>`."""
+
+SwarmStopReason: TypeAlias = (
+    Literal["swarm_cap", "swarm_time"] | TopologyReason | ControllerReason | PolicyReason
+)
 """Why the swarm stopped its members (the ledger's `stop_reason`): a cap, or its controller."""
 
 SampleLimitEnd: TypeAlias = Literal[

@@ -109,6 +109,8 @@ def stop_words(
         return "the swarm reached a cap"
     if reason == "swarm_time":
         return "the swarm's time cap passed"
+    if reason.startswith("policy:"):
+        return f"its activation policy stopped it: {reason.removeprefix('policy:')}"
     own = reason.removeprefix("controller:")
     return (
         f"its controller stopped it: {own}"

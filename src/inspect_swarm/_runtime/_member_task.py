@@ -34,6 +34,11 @@ class MemberHost(Protocol):
 
     def member_started(self, m: MemberRun) -> None: ...
 
+    async def before_agent(self, m: MemberRun, messages: list[ChatMessage]) -> None:
+        """The member's agent is about to start on `messages`: under an activation policy,
+        wait for the member's first activation."""
+        ...
+
     def member_agent_returned(self, m: MemberRun) -> None: ...
 
     async def member_turn_ended(self, m: MemberRun) -> list[ChatMessage] | None:
@@ -121,6 +126,7 @@ async def _run_agent(
     turn = [AgentState(messages=messages)]
 
     async def turns() -> None:
+        await run.before_agent(m, turn[0].messages)
         while True:
             _returned(run, m, await agent(turn[0]), None)
             following = await run.member_turn_ended(m)

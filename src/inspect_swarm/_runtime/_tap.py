@@ -92,7 +92,7 @@ class TranscriptTap:
             if self._observer is not None:
                 self._observer.model(m, event)
             if self._bus is not None and event.error is None:
-                self._bus.model_call(m.name)
+                self._bus.model_call(m.name, event)
         elif m is None or self._observer is None:
             return
         elif isinstance(event, ToolEvent):

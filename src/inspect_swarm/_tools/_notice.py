@@ -13,6 +13,7 @@ def swarm_on_continue(
     inner: str | AgentContinue | None = None,
     *,
     no_tool_calls: Literal["continue", "stop"] = "continue",
+    conversational: bool = False,
 ) -> AgentContinue:
     """Notices for a swarm member, as its agent's `on_continue` hook.
 
@@ -27,6 +28,11 @@ def swarm_on_continue(
     Notices go to the member's top-level loop only, never to its subagents. The hook adds
     nothing outside a swarm or for a member in `poll` mode.
 
+    Under an activation policy the hook is also where the member waits between activations:
+    its activation ends at the boundary (after each model step, or at the end of a
+    `completion`), and when the policy activates it again the interventions queued for it are
+    applied, the notice is added, and the agent goes on, still in its one run.
+
     Args:
         inner: The member's own hook, which this one wraps. A string is the message that
             continues the member after a turn with no tool calls, as a string `on_continue`
@@ -36,6 +42,9 @@ def swarm_on_continue(
             tool calls. It must match what the agent does without any hook: `"continue"` for
             `react()` with a submit tool and for `deepagent()`, `"stop"` for
             `react(submit=False)`. Ignored when `inner` is given.
+        conversational: Under an activation policy, a reply without tool calls ends the
+            activation rather than the member (or a prompt to continue), as
+            `member(..., conversational=True)` does. Without a policy it changes nothing.
 
     Returns:
         The hook, for the agent's `on_continue`.
@@ -68,7 +77,10 @@ def swarm_on_continue(
     async def on_continue(state: AgentState) -> bool | str | AgentState:
         result = await decide(state)
         swarm = current_swarm()
-        if swarm is None or swarm.bus is None:
+        if swarm is None:
+            return result
+        result = await swarm.between_quanta(state, result, conversational=conversational)
+        if swarm.bus is None:
             return result
         # a member that stops here gets no notice, but its loop did run the hook
         notice = swarm.bus.notice(deliver=result is not False)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
+from .._swarms_api import SANDBOX_FIELDS, START_FIELDS
 from ..client import _contexts as _config
 from ..client._client import (
     APIConnectionError,
@@ -27,6 +28,7 @@ from ..client._client import (
     is_finished,
 )
 from ..client._contexts import CLI, Context, Target, resolve
+from ._options import field_values
 from ._output import (
     Output,
     logs,
@@ -70,20 +72,8 @@ def swarms_run(args: argparse.Namespace) -> int:
     """`swarms run`."""
     output = Output(args.json)
     with _client(args) as client:
-        run = client.swarms.start(
-            args.command,
-            count=args.count,
-            inputs=args.inputs,
-            size=args.size,
-            timeout_seconds=args.timeout,
-            concurrency=args.concurrency,
-            env=dict(args.env) or None,
-            template=args.template,
-            image=args.image,
-            result_path=args.result_path,
-            name=args.name,
-            idempotency_key=args.idempotency_key,
-        )
+        options = field_values(args, START_FIELDS)
+        run = client.swarms.start(options.pop("command"), **options)
         if args.wait:
             print(f"started swarm run {run['id']}", file=sys.stderr)
             return _follow(client, run["id"], args, output)
@@ -245,13 +235,7 @@ def sandboxes_create(args: argparse.Namespace) -> int:
     """`sandboxes create`: prints the new sandbox's id (all of it with --json)."""
 
     def create(client: SwarmsClient) -> dict[str, Any]:
-        return client.sandboxes.create(
-            template=args.template,
-            size=args.size,
-            timeout_seconds=args.timeout,
-            env=dict(args.env) or None,
-            metadata=dict(args.metadata) or None,
-        )
+        return client.sandboxes.create(**field_values(args, SANDBOX_FIELDS))
 
     return _show(args, create, _sandbox_id)
 

@@ -11,90 +11,37 @@ command.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import re
 import sys
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+from .._swarms_api import SANDBOX_FIELDS, START_FIELDS
 from ..client._contexts import HOSTED_API_URL, LOCAL
-from ..server._defaults import DEFAULT_PORT, default_memory_gib, default_state_dir
+from ..server._defaults import (
+    DEFAULT_PORT,
+    KEYS_VARIABLE,
+    SERVER_DEFAULTS,
+    ServerOptions,
+    default_console_port,
+    default_memory_gib,
+    default_state_dir,
+)
 from ._logs import add_log_commands
+from ._options import (
+    add_field_options,
+    duration_text,
+    non_negative,
+    parse_duration,
+    port,
+    positive,
+)
 from ._replay import add_replay_command
 
-_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 _SIGPIPE_EXIT = 141
 """The exit status of a command whose reader went away, as if SIGPIPE had ended it."""
-
-
-def parse_duration(text: str) -> int:
-    """Seconds from `600`, `90s`, `10m` or `1h30m`."""
-    if text.isdigit():
-        return int(text)
-    match = _DURATION.match(text)
-    if not text or match is None or not any(match.groups()):
-        raise argparse.ArgumentTypeError(
-            f"expected seconds or a duration such as 90s, 10m or 1h30m, got {text!r}"
-        )
-    hours, minutes, seconds = (int(g or 0) for g in match.groups())
-    return hours * 3600 + minutes * 60 + seconds
-
-
-def _size(text: str) -> dict[str, int]:
-    from ..client._client import parse_size
-
-    try:
-        size = parse_size(text)
-    except ValueError as ex:
-        raise argparse.ArgumentTypeError(str(ex).removeprefix("size: ")) from None
-    assert size is not None
-    return size
-
-
-def _non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"expected a number of GiB, 0 or more, got {text!r}")
-    return value
-
-
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text!r}")
-    return int(text)
-
-
-def _env_pair(text: str) -> tuple[str, str]:
-    name, sep, value = text.partition("=")
-    if not sep or not name:
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
-    return name, value
-
-
-def read_inputs(path: Path) -> list[dict[str, Any]]:
-    """One sandbox's `{args, env, files}` per line of a JSONL file (blank lines skipped)."""
-    inputs: list[dict[str, Any]] = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as ex:
-            raise ValueError(f"--inputs {path}: line {number} is not JSON ({ex})") from None
-        if not isinstance(item, dict) or not set(item) <= {"args", "env", "files"}:
-            raise ValueError(
-                f"--inputs {path}: line {number} must be an object with args, env and files"
-            )
-        inputs.append(item)
-    if not inputs:
-        raise ValueError(f"--inputs {path}: the file has no inputs")
-    return inputs
 
 
 class _Help(argparse.RawDescriptionHelpFormatter):
@@ -105,6 +52,8 @@ class _Help(argparse.RawDescriptionHelpFormatter):
         default = action.default
         if "default" in text or default in (None, False, [], argparse.SUPPRESS):
             return text
+        if action.type is parse_duration:
+            default = duration_text(default)
         return f"{text} (default: {default})"
 
 
@@ -163,13 +112,6 @@ class _Version(argparse.Action):
 
         print(f"inspect-swarm {version('inspect_swarm')}")
         parser.exit()
-
-
-def _inputs_file(text: str) -> list[dict[str, Any]]:
-    try:
-        return read_inputs(Path(text))
-    except (ValueError, OSError) as ex:
-        raise argparse.ArgumentTypeError(str(ex).removeprefix(f"--inputs {text}: ")) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -234,22 +176,36 @@ with nothing exported. Its sandboxes end when it stops; queued ones resume when 
 
 def _server_parser(server: argparse.ArgumentParser) -> None:
     server.set_defaults(handler="server")
-    add = server.add_argument
-    add("--host", default="127.0.0.1", help="address to listen on (loopback: this machine only)")
-    add("--port", type=int, default=DEFAULT_PORT, help="port to listen on (0: any free port)")
+
+    def add(*flags: str, **kwargs: Any) -> None:
+        # a server option's flag stores under the option's name, with the option's default
+        action = server.add_argument(*flags, **kwargs)
+        if action.dest in ServerOptions._fields and "default" not in kwargs:
+            default = getattr(SERVER_DEFAULTS, action.dest)
+            action.default = list(default) if isinstance(default, tuple) else default
+
+    add("--host", help="address to listen on (loopback: this machine only)")
+    add("--port", type=int, help="port to listen on (0: any free port)")
     add(
         "--api-key",
         dest="api_keys",
         action="append",
-        default=[],
         metavar="KEY[:SCOPES]",
         help="an accepted key, one account each (repeatable; scopes read,provision; default: one "
-        "made once and kept in the state directory)",
+        "made once and kept in the state directory); every local user can read it in "
+        f"/proc: prefer --api-key-file or ${KEYS_VARIABLE}",
+    )
+    add(
+        "--api-key-file",
+        metavar="FILE",
+        type=Path,
+        help="a file of accepted keys, one KEY[:SCOPES] a line, that no one else may write "
+        f"(keys are also read from ${KEYS_VARIABLE}, separated by spaces)",
     )
     add(
         "--memory-gib",
         metavar="GIB",
-        type=_positive,
+        type=positive,
         help=f"memory sandboxes are booked against (default: 3/4 of RAM, here {default_memory_gib()} GiB)",
     )
     add(
@@ -259,107 +215,119 @@ def _server_parser(server: argparse.ArgumentParser) -> None:
         help="runs, keys and sandboxes (default: $XDG_STATE_HOME/inspect-swarm, else "
         f"~/.local/state/inspect-swarm; here {default_state_dir()})",
     )
-    add("--max-sandboxes", type=_positive, default=5000, help="most sandboxes in one run")
-    add("--max-body-mib", type=_positive, default=16, help="largest request body (not uploads)")
+    add("--max-sandboxes", type=positive, help="most sandboxes in one run")
+    add(
+        "--max-queued",
+        type=positive,
+        help="quota: sandboxes one account may have waiting to start, in all its runs",
+    )
+    add(
+        "--runs-per-minute",
+        type=positive,
+        help="quota: runs one account may start in any 60 seconds",
+    )
+    add("--max-body-mib", type=positive, help="largest request body (not uploads)")
     add(
         "--max-file-mib",
-        type=_positive,
-        default=256,
+        type=positive,
         help="largest file (or command input) sent to, or file read from, a sandbox's E2B daemon",
     )
     add(
         "--read-timeout",
         metavar="DURATION",
         type=parse_duration,
-        default="30s",
         help="close a connection whose request head takes, or body pauses, this long",
     )
     add(
+        "--min-body-rate",
+        dest="min_body_kib",
+        metavar="KIB",
+        type=positive,
+        help="slowest average rate of a request body, in KiB/s, after the read timeout's grace",
+    )
+    add(
         "--max-connections",
-        type=_positive,
-        default=4096,
+        type=positive,
         help="open connections past which requests are answered 503",
     )
     add(
+        "--max-client-connections",
+        type=positive,
+        help="connections one client address may hold open (not counting sandboxes')",
+    )
+    add(
         "--max-sandbox-connections",
-        type=_positive,
-        default=128,
+        type=positive,
         help="connections one sandbox may hold open to the server",
     )
     add(
         "--plan",
         choices=["scale", "none"],
-        default="scale",
         help="scale offers Swarms; none answers every start 402 plan_required",
     )
-    add("--min-timeout", type=int, default=10, help="shortest timeoutSeconds accepted, in seconds")
+    add("--min-timeout", type=int, help="shortest timeoutSeconds accepted, in seconds")
     add(
         "--idle-release",
         metavar="DURATION",
         type=parse_duration,
-        default="10m",
         help="end a lease after this long with no sandbox running",
     )
     add(
         "--stuck-timeout",
         metavar="DURATION",
         type=parse_duration,
-        default="15m",
         help="fail queued sandboxes that cannot start for this long",
     )
     add(
         "--network",
         choices=["none", "host"],
-        default="none",
         help="sandbox network: none (loopback only) or the host's",
     )
     add(
         "--isolation",
         choices=["auto", "namespaces", "process"],
-        default="auto",
         help="how sandboxes are isolated: namespaces (Linux, as root), process (plain "
         "processes: much weaker, and every run says so), or auto (namespaces where they work)",
     )
     add(
         "--mask",
+        dest="masks",
         action="append",
-        default=[],
         metavar="PATH",
         help="a host path hidden from sandboxes (repeatable)",
     )
     add(
         "--share",
+        dest="shares",
         action="append",
-        default=[],
         metavar="DIR",
         help="a host directory mounted read-write at the same path in every sandbox "
         "(for example a log directory for sweeps)",
     )
     add(
         "--expose",
+        dest="exposes",
         action="append",
-        default=[],
         metavar="HOST[:PATH]",
         help="a host path mounted read-only in every sandbox, at PATH or at its own path "
         "(repeatable; for example an interpreter's prefix)",
     )
     add(
         "--disk-gib",
-        type=_non_negative,
+        type=non_negative,
         metavar="GIB",
         help="each sandbox's disk, what its writes may take (default: 12, or less on a "
         "small disk; 0: no quota)",
     )
     add(
         "--max-pids",
-        type=_positive,
+        type=positive,
         metavar="N",
         help="the most processes of all sandboxes at once (default: 3/4 of the kernel's)",
     )
     add(
         "--engine",
         choices=["local", "ray"],
-        default="local",
         help="where sandboxes run: this machine, or the nodes of a Ray cluster (pip extra ray)",
     )
     add(
@@ -367,7 +335,20 @@ def _server_parser(server: argparse.ArgumentParser) -> None:
         metavar="ADDR",
         help="the Ray cluster's HOST:PORT (default: the cluster this machine is part of)",
     )
-    add("--ready-file", type=Path, metavar="FILE", help="write {url, apiKey} here once listening")
+    add(
+        "--console-port",
+        type=port,
+        metavar="PORT",
+        help="the web console's port (default: the API's port + 1, here "
+        f"{default_console_port(DEFAULT_PORT)}; any free port when --port is 0; 0: any free port)",
+    )
+    add("--no-console", dest="console", action="store_false", help="serve no web console")
+    add(
+        "--ready-file",
+        type=Path,
+        metavar="FILE",
+        help="write {url, consoleUrl, apiKey} here once listening",
+    )
     add(
         "--context",
         default=LOCAL,
@@ -385,6 +366,7 @@ def _server_parser(server: argparse.ArgumentParser) -> None:
     add(
         "--log-level",
         choices=["debug", "info", "warning", "error"],
+        default=None,  # -v's level unless given
         help="what to log, to stderr (default: warning; info with -v)",
     )
 
@@ -409,25 +391,7 @@ def _swarms_parser(swarms: argparse.ArgumentParser, client: list[argparse.Argume
     command = _group(swarms, "swarms", client)
 
     run = command("run", "start a run")
-    run.add_argument("--command", required=True, help="the shell command of every sandbox")
-    many = run.add_mutually_exclusive_group(required=True)
-    many.add_argument("--count", type=_positive, help="how many sandboxes")
-    many.add_argument(
-        "--inputs",
-        type=_inputs_file,
-        metavar="FILE",
-        help="JSONL: one sandbox's args, env and files a line",
-    )
-    run.add_argument("--size", type=_size, help="VCPUSxGB, such as 2x4 (the server's default)")
-    run.add_argument("--timeout", type=parse_duration, help="per sandbox: 90s, 10m, 1h30m")
-    run.add_argument("--concurrency", type=_positive, help="the most sandboxes at once")
-    what = run.add_mutually_exclusive_group()
-    what.add_argument("--template", help="sandbox template (the server's default: base)")
-    what.add_argument("--image", help="OCI image reference")
-    run.add_argument("--result-path", help="absolute path read back after the command")
-    run.add_argument("--name", help="the run's name")
-    run.add_argument("--env", type=_env_pair, action="append", default=[], metavar="NAME=VALUE")
-    run.add_argument("--idempotency-key", help="retry-safe key (default: a new one)")
+    add_field_options(run, START_FIELDS)
     run.add_argument("--wait", action="store_true", help="follow the run, as `swarms wait` does")
     _follow_options(run)
     _json_option(run, "print the run (with --wait, the finished run) as JSON")
@@ -479,17 +443,7 @@ def _sandboxes_parser(
     command = _group(sandboxes, "sandboxes", client)
 
     create = command("create", "start a sandbox that lives until killed or timed out")
-    create.add_argument("--template", help="sandbox template (the server's default: base)")
-    create.add_argument("--size", type=_size, help="VCPUSxGB, such as 2x4 (the server's default)")
-    create.add_argument(
-        "--timeout",
-        type=parse_duration,
-        help="its lifetime: 90s, 10m, 1h30m (the server's default: 10m)",
-    )
-    create.add_argument("--env", type=_env_pair, action="append", default=[], metavar="NAME=VALUE")
-    create.add_argument(
-        "--metadata", type=_env_pair, action="append", default=[], metavar="KEY=VALUE"
-    )
+    add_field_options(create, SANDBOX_FIELDS)
     _json_option(create, "print the sandbox as JSON (its E2B address and token too)")
     _json_option(command("list", "your live long-lived sandboxes, newest first"), "as JSON")
     for name, text in (
@@ -561,39 +515,21 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _server(args: argparse.Namespace) -> int:
-    from ..server._serve import ServerOptions, serve
+    from ..server._serve import serve
 
+    if args.api_keys:
+        print(
+            "inspect-swarm server: warning: a key given with --api-key is on the command line, "
+            "where every local user can read it (/proc/PID/cmdline); give keys with "
+            f"--api-key-file FILE or in ${KEYS_VARIABLE} instead",
+            file=sys.stderr,
+        )
     levels = ["warning", "info", "debug"]
-    log_level = args.log_level or levels[min(args.verbose, 2)]
+    given = {name: getattr(args, name) for name in ServerOptions._fields}
+    given["log_level"] = args.log_level or levels[min(args.verbose, 2)]
+    options: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in given.items()}
     serve(
-        ServerOptions(
-            host=args.host,
-            port=args.port,
-            api_keys=args.api_keys,
-            memory_gib=args.memory_gib,
-            state_dir=args.state_dir,
-            max_sandboxes=args.max_sandboxes,
-            max_body_mib=args.max_body_mib,
-            max_file_mib=args.max_file_mib,
-            read_timeout=args.read_timeout,
-            max_connections=args.max_connections,
-            max_sandbox_connections=args.max_sandbox_connections,
-            plan=args.plan,
-            min_timeout=args.min_timeout,
-            idle_release=args.idle_release,
-            stuck_timeout=args.stuck_timeout,
-            network=args.network,
-            isolation=args.isolation,
-            masks=tuple(args.mask),
-            shares=tuple(args.share),
-            ready_file=args.ready_file,
-            exposes=tuple(args.expose),
-            disk_gib=args.disk_gib,
-            max_pids=args.max_pids,
-            engine=args.engine,
-            ray_address=args.ray_address,
-            log_level=log_level,
-        ),
+        ServerOptions(**options),
         on_ready=None if args.no_context else partial(_record_context, args.context),
     )
     return 0

@@ -22,6 +22,7 @@ from typing import Any, Literal, TextIO
 
 import anyio
 
+from .._swarms_api import START_FIELDS, ApiField, input_schema
 from ..client._client import AsyncSwarmsClient
 
 ToolNames = Literal["cli", "hosted", "both"]
@@ -54,69 +55,26 @@ def _text(description: str) -> dict[str, Any]:
     return {"type": "string", "description": description}
 
 
-def _integer(description: str, least: int = 1) -> dict[str, Any]:
-    return {"type": "integer", "minimum": least, "description": description}
-
-
-_STRINGS = {"type": "object", "additionalProperties": {"type": "string"}}
-_ARGS = {"type": "array", "items": {"type": "string"}}
-
 _RUN_ID = {"swarm_id": _text("The run's id, or any unique start of one.")}
 
-_RUN_PARAMETERS: dict[str, dict[str, Any]] = {
-    "command": {
-        "description": "What every sandbox runs: a shell command (`sh -c`), or a list of "
-        "arguments run as is. MARITIME_SWARM_INDEX (0, 1, ...), MARITIME_SWARM_COUNT and "
-        "MARITIME_SWARM_ID are set in each sandbox.",
-        "anyOf": [{"type": "string", "minLength": 1}, {**_ARGS, "minItems": 1}],
-    },
-    "count": _integer("How many sandboxes run the command. Give this or `inputs`."),
-    "inputs": {
-        "type": "array",
-        "minItems": 1,
-        "description": "One entry per sandbox, instead of `count`: `args` appended to the "
-        "command (shell-quoted), `env` variables, and `files` (absolute path to content) "
-        "written before the command runs.",
-        "items": {
-            "type": "object",
-            "properties": {"args": _ARGS, "env": _STRINGS, "files": _STRINGS},
-            "additionalProperties": False,
-        },
-    },
-    "size": {
-        "description": 'Each sandbox\'s size: "VCPUSxGB" such as "2x4" (the default), or '
-        '{"vcpus": 1|2|4, "memoryGb": 1-8}.',
-        "anyOf": [
-            {"type": "string", "pattern": "^[0-9]+[xX][0-9]+$"},
-            {
-                "type": "object",
-                "properties": {"vcpus": {"type": "integer"}, "memoryGb": {"type": "integer"}},
-                "additionalProperties": False,
-            },
-        ],
-    },
-    "timeout": _integer(
-        "Seconds each sandbox's command may run before it fails with a timeout (10 to "
-        "21,600; default 600).",
-        least=1,
-    ),
-    "template": _text("The sandbox template: base (the default), python or code-interpreter."),
-    "image": _text("An OCI image reference to run instead of a template (hosted servers)."),
-    "env": {**_STRINGS, "description": "Variables set in every sandbox."},
-    "files": {**_STRINGS, "description": "Files (absolute path to content) in every sandbox."},
-    "resultPath": _text(
-        "An absolute path read back from each sandbox after its command (up to 64 KB), "
-        "returned as the sandbox's `result`."
-    ),
-    "concurrency": _integer("The most sandboxes running at once (default: as many as fit)."),
-    "name": _text("A name for the run, shown when runs are listed."),
-    "wait": {
-        "type": "boolean",
-        "default": False,
-        "description": "Return only once every sandbox has ended, with each sandbox's status, "
-        "exit code, output tails and result; otherwise return the started run at once.",
-    },
+_WAIT = {
+    "type": "boolean",
+    "default": False,
+    "description": "Return only once every sandbox has ended, with each sandbox's status, "
+    "exit code, output tails and result; otherwise return the started run at once.",
 }
+
+
+def _argument(field: ApiField) -> str:
+    """A start's field as the run tool names it: as on the wire, or by its short alias
+    (`timeout`), as the hosted server's tool does."""
+    return field.alias or field.wire
+
+
+def _run_parameters() -> dict[str, dict[str, Any]]:
+    """The run tool's parameters: every field of a start, and `wait`."""
+    fields = {_argument(f): input_schema(f) for f in START_FIELDS.values()}
+    return {**fields, "wait": _WAIT}
 
 
 @dataclass(frozen=True)
@@ -142,35 +100,12 @@ class _Tool:
 def _tools(client: AsyncSwarmsClient) -> dict[str, _Tool]:
     """One implementation of each call, keyed as `TOOL_NAMES`."""
 
-    async def run(
-        command: str | list[str],
-        count: int | None = None,
-        inputs: list[dict[str, Any]] | None = None,
-        size: str | dict[str, int] | None = None,
-        timeout: int | None = None,  # noqa: ASYNC109 (the tool's argument: seconds per sandbox)
-        template: str | None = None,
-        image: str | None = None,
-        env: dict[str, str] | None = None,
-        files: dict[str, str] | None = None,
-        resultPath: str | None = None,
-        concurrency: int | None = None,
-        name: str | None = None,
-        wait: bool = False,
-    ) -> dict[str, Any]:
-        started = await client.swarms.start(
-            command,
-            count=count,
-            inputs=inputs,
-            size=size,
-            timeout_seconds=timeout,
-            template=template,
-            image=image,
-            env=env,
-            files=files,
-            result_path=resultPath,
-            concurrency=concurrency,
-            name=name,
-        )
+    names = {_argument(field): name for name, field in START_FIELDS.items()}
+
+    async def run(wait: bool = False, **arguments: Any) -> dict[str, Any]:
+        options = {names[argument]: value for argument, value in arguments.items()}
+        command = options.pop("command")
+        started = await client.swarms.start(command, **options)
         return await client.swarms.wait(started["id"]) if wait else started
 
     async def list_runs() -> dict[str, Any]:
@@ -183,8 +118,8 @@ def _tools(client: AsyncSwarmsClient) -> dict[str, _Tool]:
         "run": _Tool(
             "Start a swarm run: one command on `count` sandboxes, or one sandbox per input. "
             "Give `count` or `inputs`, not both.",
-            _RUN_PARAMETERS,
-            ("command",),
+            _run_parameters(),
+            tuple(_argument(f) for f in START_FIELDS.values() if f.required and not f.group),
             run,
         ),
         "list": _Tool("Your swarm runs, newest first, with their progress.", {}, (), list_runs),

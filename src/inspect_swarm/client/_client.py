@@ -18,12 +18,13 @@ import uuid
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 from urllib.parse import quote
 
 import anyio
 import httpx
 
+from .._swarms_api import SANDBOX_FIELDS, START_FIELDS, ApiField, SandboxOptions, StartOptions
 from ._contexts import Target, resolve
 
 logger = logging.getLogger(__name__)
@@ -32,6 +33,7 @@ DEFAULT_POLL_INTERVAL = 3.0
 _MAX_BACKOFF = 8.0
 _MAX_RETRY_AFTER = 60.0
 _RUNNING = ("queued", "booting", "running")
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class SwarmsAPIError(Exception):
@@ -109,44 +111,66 @@ class _Call:
     parse: Callable[[httpx.Response], Any] = lambda r: r.json()
 
 
-def _start_call(
-    command: str | Sequence[str],
-    *,
-    count: int | None,
-    inputs: Sequence[Mapping[str, Any]] | None,
-    size: str | Mapping[str, int] | None,
-    timeout_seconds: int | None,
-    concurrency: int | None,
-    env: Mapping[str, str] | None,
-    files: Mapping[str, str] | None,
-    template: str | None,
-    image: str | None,
-    result_path: str | None,
-    name: str | None,
-    idempotency_key: str | None,
-) -> _Call:
-    body: dict[str, Any] = {"command": command if isinstance(command, str) else list(command)}
-    optional = {
-        "count": count,
-        "inputs": None if inputs is None else [dict(i) for i in inputs],
-        "size": parse_size(size),
-        "timeoutSeconds": timeout_seconds,
-        "concurrency": concurrency,
-        "env": None if env is None else dict(env),
-        "files": None if files is None else dict(files),
-        "template": template,
-        "image": image,
-        "resultPath": result_path,
-        "name": name,
-    }
-    body.update(_given(optional))
-    key = idempotency_key or str(uuid.uuid4())
+def _start_call(command: str | Sequence[str], options: StartOptions) -> _Call:
+    given: dict[str, Any] = dict(options)
+    key = given.pop("idempotency_key", None) or str(uuid.uuid4())
+    body = _body("start", START_FIELDS, {"command": command, **given})
     return _Call("POST", "/api/swarms", body, {"Idempotency-Key": key})
 
 
-def _given(fields: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields of a body that were given (None leaves a field out)."""
-    return {name: value for name, value in fields.items() if value is not None}
+def _body(call: str, fields: Mapping[str, ApiField], given: Mapping[str, Any]) -> dict[str, Any]:
+    """The body of the fields `given` (None leaves one out), by their wire names."""
+    unknown = sorted(set(given) - set(fields))
+    if unknown:
+        known = ", ".join(name for name in fields if name != "command")
+        raise TypeError(f"{call}: {unknown[0]!r} is no option of it; the options are {known}")
+    return {
+        fields[name].wire: _wire_value(fields[name], value)
+        for name, value in given.items()
+        if value is not None
+    }
+
+
+def _wire_value(field: ApiField, value: Any) -> Any:
+    """A value as the API takes it: a size as an object, mappings and lists as JSON's."""
+    if field.kind == "size":
+        return parse_size(value)
+    if field.kind in ("env", "files", "labels"):
+        return dict(value)
+    if field.kind == "inputs":
+        return [dict(item) for item in value]
+    if field.kind in ("command", "args") and not isinstance(value, str):
+        return list(value)
+    return value
+
+
+def _options_documented(fields: Mapping[str, ApiField]) -> Callable[[_F], _F]:
+    """Document each of `fields` in the decorated method's `Args:`, in place of its
+    `**options` line, from the fields' own help."""
+
+    def document(method: _F) -> _F:
+        lines = (method.__doc__ or "").splitlines()
+        for i, line in enumerate(lines):
+            if line.strip().startswith("**options:"):
+                indent = line[: len(line) - len(line.lstrip())]
+                end = i + 1  # past the entry's continuation lines, indented deeper
+                while end < len(lines) and lines[end].startswith(indent + " "):
+                    end += 1
+                lines[i:end] = [
+                    f"{indent}{name}: {field.help}"
+                    + (
+                        ""
+                        if field.default is None
+                        else f" The server's default: {field.default!r}."
+                    )
+                    for name, field in fields.items()
+                    if name != "command"
+                ]
+                break
+        method.__doc__ = "\n".join(lines)
+        return method
+
+    return document
 
 
 def _items(name: str) -> Callable[[httpx.Response], list[dict[str, Any]]]:
@@ -369,22 +393,9 @@ class _Operations:
     def release(self) -> Op[dict[str, Any]]:
         return dict((yield from self.send(_Call("DELETE", "/v1/servers/lease"))))
 
-    def create_sandbox(
-        self,
-        template: str | None,
-        size: str | Mapping[str, int] | None,
-        timeout_seconds: int | None,
-        env: Mapping[str, str] | None,
-        metadata: Mapping[str, str] | None,
-    ) -> Op[dict[str, Any]]:
-        fields = {
-            "template": template,
-            "size": parse_size(size),
-            "timeoutSeconds": timeout_seconds,
-            "env": None if env is None else dict(env),
-            "metadata": None if metadata is None else dict(metadata),
-        }
-        call = _Call("POST", "/v1/sandboxes", _given(fields), safe_to_retry=False)
+    def create_sandbox(self, options: SandboxOptions) -> Op[dict[str, Any]]:
+        body = _body("create", SANDBOX_FIELDS, options)
+        call = _Call("POST", "/v1/sandboxes", body, safe_to_retry=False)
         return dict((yield from self.send(call)))
 
     def sandbox(self, sandbox_id: str) -> Op[dict[str, Any]]:
@@ -587,22 +598,9 @@ class Swarms:
         self._drive = client._drive
         self._operations = client._operations
 
+    @_options_documented(START_FIELDS)
     def start(
-        self,
-        command: str | Sequence[str],
-        *,
-        count: int | None = None,
-        inputs: Sequence[Mapping[str, Any]] | None = None,
-        size: str | Mapping[str, int] | None = None,
-        timeout_seconds: int | None = None,
-        concurrency: int | None = None,
-        env: Mapping[str, str] | None = None,
-        files: Mapping[str, str] | None = None,
-        template: str | None = None,
-        image: str | None = None,
-        result_path: str | None = None,
-        name: str | None = None,
-        idempotency_key: str | None = None,
+        self, command: str | Sequence[str], **options: Unpack[StartOptions]
     ) -> dict[str, Any]:
         """Start a run of `command` on `count` sandboxes (or one per input).
 
@@ -611,38 +609,16 @@ class Swarms:
 
         Args:
             command: A shell command, or a list of arguments.
-            count: How many sandboxes (leave out when giving `inputs`).
-            inputs: One `{"args", "env", "files"}` per sandbox.
-            size: `"2x4"` or `{"vcpus": 2, "memoryGb": 4}` (default 2 vCPU, 4 GB).
-            timeout_seconds: How long each sandbox's command may run (10 to 21,600).
-            concurrency: The most sandboxes at once (default: as many as fit).
-            env: Variables for every sandbox.
-            files: Files (absolute path to content) written in every sandbox.
-            template: The sandbox template (default `base`).
-            image: An OCI image reference instead of a template.
-            result_path: An absolute path read back after the command (up to 64 KB).
-            name: The run's name.
-            idempotency_key: The key to send (default: a new UUID).
+            **options: The run's other fields, by their Python names (`StartOptions` lists
+                them: `count` or `inputs`, `size`, `timeout_seconds`, `result_path`...).
 
         Returns:
             The run, as the API's dict.
+
+        Raises:
+            TypeError: An option that is no field of a start.
         """
-        call = _start_call(
-            command,
-            count=count,
-            inputs=inputs,
-            size=size,
-            timeout_seconds=timeout_seconds,
-            concurrency=concurrency,
-            env=env,
-            files=files,
-            template=template,
-            image=image,
-            result_path=result_path,
-            name=name,
-            idempotency_key=idempotency_key,
-        )
-        return self._drive(self._operations.start(call))
+        return self._drive(self._operations.start(_start_call(command, options)))
 
     def get(self, run_id: str) -> dict[str, Any]:
         """The run with every sandbox.
@@ -718,39 +694,10 @@ class AsyncSwarms:
         self._operations = client._operations
 
     async def start(
-        self,
-        command: str | Sequence[str],
-        *,
-        count: int | None = None,
-        inputs: Sequence[Mapping[str, Any]] | None = None,
-        size: str | Mapping[str, int] | None = None,
-        timeout_seconds: int | None = None,
-        concurrency: int | None = None,
-        env: Mapping[str, str] | None = None,
-        files: Mapping[str, str] | None = None,
-        template: str | None = None,
-        image: str | None = None,
-        result_path: str | None = None,
-        name: str | None = None,
-        idempotency_key: str | None = None,
+        self, command: str | Sequence[str], **options: Unpack[StartOptions]
     ) -> dict[str, Any]:
         """Start a run (see `Swarms.start`)."""
-        call = _start_call(
-            command,
-            count=count,
-            inputs=inputs,
-            size=size,
-            timeout_seconds=timeout_seconds,
-            concurrency=concurrency,
-            env=env,
-            files=files,
-            template=template,
-            image=image,
-            result_path=result_path,
-            name=name,
-            idempotency_key=idempotency_key,
-        )
-        return await self._drive(self._operations.start(call))
+        return await self._drive(self._operations.start(_start_call(command, options)))
 
     async def get(self, run_id: str) -> dict[str, Any]:
         """The run with every sandbox."""
@@ -840,32 +787,24 @@ class Sandboxes:
         self._drive = client._drive
         self._operations = client._operations
 
-    def create(
-        self,
-        *,
-        template: str | None = None,
-        size: str | Mapping[str, int] | None = None,
-        timeout_seconds: int | None = None,
-        env: Mapping[str, str] | None = None,
-        metadata: Mapping[str, str] | None = None,
-    ) -> dict[str, Any]:
+    @_options_documented(SANDBOX_FIELDS)
+    def create(self, **options: Unpack[SandboxOptions]) -> dict[str, Any]:
         """Start a sandbox on your server that lives until killed, timed out or released.
 
         It is used through the E2B API (its `sandboxId`, `envdUrl` and `envdAccessToken`).
         A lost connection is not retried: the sandbox may have started.
 
         Args:
-            template: The sandbox template (default `base`).
-            size: `"2x4"` or `{"vcpus": 2, "memoryGb": 4}` (default 2 vCPU, 4 GB).
-            timeout_seconds: How long it lives (default 600).
-            env: Variables for every command in it.
-            metadata: Your labels, shown with it.
+            **options: Its fields, by their Python names (`SandboxOptions` lists them:
+                `template`, `size`, `timeout_seconds`, `env`, `metadata`...).
 
         Returns:
             The sandbox, as the API's dict.
+
+        Raises:
+            TypeError: An option that is no field of a sandbox.
         """
-        operation = self._operations.create_sandbox(template, size, timeout_seconds, env, metadata)
-        return self._drive(operation)
+        return self._drive(self._operations.create_sandbox(options))
 
     def get(self, sandbox_id: str) -> dict[str, Any]:
         """One sandbox by its `sbx-` id (a run's, or a long-lived one; kept 7 days).
@@ -901,18 +840,9 @@ class AsyncSandboxes:
         self._drive = client._drive
         self._operations = client._operations
 
-    async def create(
-        self,
-        *,
-        template: str | None = None,
-        size: str | Mapping[str, int] | None = None,
-        timeout_seconds: int | None = None,
-        env: Mapping[str, str] | None = None,
-        metadata: Mapping[str, str] | None = None,
-    ) -> dict[str, Any]:
+    async def create(self, **options: Unpack[SandboxOptions]) -> dict[str, Any]:
         """Start a long-lived sandbox (see `Sandboxes.create`)."""
-        operation = self._operations.create_sandbox(template, size, timeout_seconds, env, metadata)
-        return await self._drive(operation)
+        return await self._drive(self._operations.create_sandbox(options))
 
     async def get(self, sandbox_id: str) -> dict[str, Any]:
         """One sandbox by its `sbx-` id (a run's, or a long-lived one; kept 7 days)."""

@@ -26,6 +26,8 @@ from inspect_swarm.server.model._types import (
     NoLease,
     NotFound,
     PlanRequired,
+    QuotaExceeded,
+    Quotas,
     RunRequest,
     SandboxKeyRefused,
     SandboxRecord,
@@ -273,6 +275,36 @@ def _ended(domain: SwarmServer, box: LongLivedSandbox) -> LongLivedRecord:
 
 
 # each transport's answer
+
+
+# quotas
+
+
+def test_an_accounts_quotas_count_its_sandboxes_keys_and_say_what_is_left(
+    tmp_path: Path,
+) -> None:
+    store, host = _parts(tmp_path)
+    domain = assemble(store, host, Settings(4, quotas=Quotas(max_queued=3, runs_per_minute=2)))
+    try:
+        domain.start(ALICE, dataclasses.replace(RUN, count=2))  # nothing runs: both wait
+        with pytest.raises(QuotaExceeded) as queued:
+            domain.start(ALICES_SANDBOX, dataclasses.replace(RUN, count=2))
+        assert "2 of 3 wait to start, 1 left" in queued.value.message
+        assert queued.value.retry_after is None
+        domain.start(ALICES_SANDBOX, RUN)  # the second run this minute: the quota's last
+        with pytest.raises(QuotaExceeded) as rate:
+            domain.start(ALICE, RUN)
+        assert rate.value.message.startswith("runs per minute: 2 of 2 started")
+        assert rate.value.retry_after is not None and 0 < rate.value.retry_after <= 60
+        answer = ApiError.of(rate.value)
+        assert (answer.status, answer.headers) == (
+            429,
+            {"Retry-After": str(rate.value.retry_after)},
+        )
+        assert len(store.runs()) == 2  # a refused start records nothing
+    finally:
+        host.cgroups.remove_base()
+        store.close()
 
 
 def test_every_refusal_has_a_status_and_e2b_has_its_own_for_a_missing_template() -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from inspect_swarm.server._serve import assemble
 from inspect_swarm.server.domain._server import SwarmServer
-from inspect_swarm.server.edge._schema import StartBody, body_hash
+from inspect_swarm.server.edge._schema import StartBody, run_request
 from inspect_swarm.server.model._keys import Owner
 from inspect_swarm.server.model._types import Settings
 from inspect_swarm.server.records._store import Store
@@ -264,7 +264,7 @@ async def local(tmp_path: Path) -> AsyncIterator[tuple[Store, SandboxHost, Swarm
 async def run_to_completion(domain: SwarmServer, raw: dict[str, Any]) -> str:
     """Serve `domain` until the run `raw` starts has completed; the run's id (`raw` is only
     validated, not checked: a value the edge refuses reaches the domain)."""
-    request = StartBody.model_validate(raw).domain(body_hash(raw), None)
+    request = run_request(dict(StartBody.model_validate(raw)), raw, None)
     with anyio.fail_after(30):
         async with anyio.create_task_group() as tg:
             await tg.start(domain.serve)

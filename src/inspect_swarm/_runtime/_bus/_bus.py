@@ -3,13 +3,15 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol, cast
 
 import anyio
+from inspect_ai.event import ModelEvent
 from inspect_ai.log import transcript
-from inspect_ai.model import ChatMessageUser
+from inspect_ai.model import ChatMessage, ChatMessageUser
 from inspect_ai.tool import Tool, ToolError
 from inspect_ai.util._span import current_agent_span_id, current_span_id
 from pydantic import JsonValue
@@ -30,6 +32,7 @@ from ..._contracts._status import WaitOutcome
 from ..._contracts._work import Assignment, Outstanding, WorkState
 from .._member_run import ChannelComm, MemberComm
 from ._evidence import EvidenceLog
+from ._exposure import Claim, ExposureWatch
 from ._storm import RateWindow
 from ._wait import swarm_wait
 
@@ -38,7 +41,7 @@ _BACKGROUND_POLL = 0.25
 
 logger = logging.getLogger(__name__)
 
-EvidenceKind = Literal["sent", "delivered", "read", "notified", "waited"]
+EvidenceKind = Literal["sent", "delivered", "read", "notified", "waited", "exposed"]
 """The kinds of `comm` evidence the bus logs."""
 
 _BUILDER = (
@@ -128,10 +131,19 @@ class SwarmBus:
         channels: Sequence[Channel],
         comms: Mapping[str, MemberComm],
         watcher: BusWatcher | None = None,
+        *,
+        routes: Collection[tuple[str, str]] | None = None,
+        exposure: bool = False,
     ) -> None:
         """Open every channel for the run; `comms` is where each member's communication is
-        counted (its `MemberRun.comm`), and `watcher` hears of records and waits."""
+        counted (its `MemberRun.comm`), and `watcher` hears of records and waits. `routes`
+        are the (sender, recipient) pairs an addressed record may take (`None`: any), and
+        `exposure` has the bus look for what members were shown in their model inputs."""
         self._host = host
+        self._routes = None if routes is None else frozenset(routes)
+        self._exposure = ExposureWatch() if exposure else None
+        self._reads_numbered = 0
+        self._cutoff: int | None = None
         self._watcher = watcher
         self._evidence_log = EvidenceLog()
         self._roster = list(host.roster)
@@ -267,6 +279,7 @@ class SwarmBus:
         try:
             if self._stopping:
                 raise Refused("stopping", "Write refused: the swarm is stopping.")
+            record = self._permitted(opened.channel, record)
             if rate is not None:
                 rate.check(now)
             opened.state.admit(record)
@@ -275,6 +288,7 @@ class SwarmBus:
             self._sent(record, caller, refusal)
             raise
         self._sent(record, caller, None)
+        self._seq += 1
         delivered_to, data = opened.state.apply(record)
         if rate is not None:
             rate.record(now)
@@ -284,6 +298,58 @@ class SwarmBus:
         if self._watcher is not None:
             self._watcher.record_delivered(record, delivered_to)
         return record
+
+    def _permitted(self, channel: Channel, record: Record) -> Record:
+        """The record with only the recipients its routes and the channel's readers allow.
+
+        Raises:
+            Refused: The sender is not among the channel's writers (`writers`), or no
+                recipient is left (`route`).
+        """
+        sender = record.sender
+        if channel.writers is not None and sender not in channel.writers:
+            raise Refused(
+                "writers",
+                f"Write refused: {sender} may not write to {record.channel}; only "
+                f"{', '.join(sorted(channel.writers)) or 'no member'} may.",
+            )
+        readers, routes = channel.readers, self._routes
+        kept = tuple(
+            r
+            for r in record.recipients
+            if (readers is None or r in readers) and (routes is None or (sender, r) in routes)
+        )
+        if len(kept) == len(record.recipients):
+            return record
+        if not kept:
+            raise Refused(
+                "route",
+                f"Message refused: {sender} has no route to {', '.join(record.recipients)}. "
+                "Send it to a member you may reach.",
+            )
+        dropped = tuple(r for r in record.recipients if r not in kept)
+        return replace(record, recipients=kept, routed_out=dropped)
+
+    def may_read(self, channel: str, member: str) -> bool:
+        readers = self._channels[channel].channel.readers
+        return readers is None or member in readers
+
+    @property
+    def sequence(self) -> int:
+        return self._seq
+
+    @property
+    def read_cutoff(self) -> int | None:
+        return self._cutoff
+
+    @contextmanager
+    def cutoff(self) -> Iterator[None]:
+        """Reads inside the block show only the records delivered before it began."""
+        self._cutoff = self._seq
+        try:
+            yield
+        finally:
+            self._cutoff = None
 
     def _resolve(self, to: tuple[str, ...], sender: str) -> tuple[str, ...]:
         """The members the addresses name: a member by its name, the members with a role
@@ -321,6 +387,7 @@ class SwarmBus:
             payload=record.payload,
             data=thaw(record.op) if record.op is not None else None,
             to=list(record.to),
+            **({"routed_out": list[JsonValue](record.routed_out)} if record.routed_out else {}),
             reply_to=record.reply_to,
             refused=({"control": refusal.control, "message": refusal.message} if refusal else None),
         )
@@ -332,7 +399,6 @@ class SwarmBus:
         delivered_to: list[str],
         data: Mapping[str, JsonValue] | None,
     ) -> None:
-        self._seq += 1
         self._sender_loops.add(caller.loop)
         comm = self._members[caller.member].channels[record.channel]
         comm.records += 1
@@ -349,7 +415,13 @@ class SwarmBus:
         )
 
     def read(
-        self, channel: str, caller: Caller, *, listing: bool, data: Mapping[str, JsonValue]
+        self,
+        channel: str,
+        caller: Caller,
+        *,
+        listing: bool,
+        data: Mapping[str, JsonValue],
+        shown: Mapping[str, str] | None = None,
     ) -> None:
         """Record a view of a channel's state (a file, or a listing)."""
         comm = self._members[caller.member].channels[channel]
@@ -357,7 +429,15 @@ class SwarmBus:
             comm.listings += 1
         else:
             comm.reads += 1
-        self._evidence("read", channel, caller, listing=listing, **data)
+        if self._exposure is None:
+            self._evidence("read", channel, caller, listing=listing, **data)
+            return
+        self._reads_numbered += 1
+        read_id = f"r-{self._reads_numbered}"
+        self._evidence("read", channel, caller, read=read_id, listing=listing, **data)
+        for record, text in (shown or {}).items():
+            claim = Claim(channel, {"read": read_id}, record, text)
+            self._exposure.claim(caller.member, caller.loop, claim)
 
     def _evidence(
         self, kind: EvidenceKind, channel: str | None, caller: Caller, **data: JsonValue
@@ -394,6 +474,7 @@ class SwarmBus:
         lines = [
             (name, line)
             for name, opened in self._channels.items()
+            if self.may_read(name, member)
             for line in opened.state.notice_lines(member)
         ]
         if not lines:
@@ -407,6 +488,9 @@ class SwarmBus:
             self._evidence(
                 "notified", name, caller, notice=notice_id, text=line.text, ids=dict(line.ids)
             )
+            if self._exposure is not None:
+                claim = Claim(name, {"notice": notice_id}, None, line.text)
+                self._exposure.claim(member, loop, claim)
         return ChatMessageUser(
             content="[Swarm notice] " + "\n".join(line.text for _, line in lines),
             metadata={
@@ -428,7 +512,7 @@ class SwarmBus:
         limit = min(float(timeout or self.max_wait), float(self.max_wait))
         self._waits_numbered += 1
         spec = WaitSpec(f"x-{self._waits_numbered}", caller.member, caller.loop, caller.own, path)
-        for state in self._waiting_states():
+        for state in self._waiting_states(spec.member):
             state.wait_check(spec)
         wait = _Wait(spec)
         start = self.clock()
@@ -502,9 +586,9 @@ class SwarmBus:
             self._waits[spec.member] -= 1
             self._quiet_since = None
 
-    def _waiting_states(self) -> Iterator[WaitingState]:
-        for opened in self._channels.values():
-            if opened.channel.max_wait is not None:
+    def _waiting_states(self, member: str) -> Iterator[WaitingState]:
+        for name, opened in self._channels.items():
+            if opened.channel.max_wait is not None and self.may_read(name, member):
                 yield cast(WaitingState, opened.state)
 
     def _untold_ended(self, spec: WaitSpec) -> list[tuple[str, str | None]]:
@@ -514,14 +598,14 @@ class SwarmBus:
     def _has_news(self, spec: WaitSpec) -> bool:
         if self._untold_ended(spec):
             return True
-        return any(state.news(spec) is not None for state in self._waiting_states())
+        return any(state.news(spec) is not None for state in self._waiting_states(spec.member))
 
     def _news(
         self, spec: WaitSpec
     ) -> tuple[list[str], list[dict[str, JsonValue]], list[tuple[str, str | None]]]:
         lines: list[str] = []
         files: list[dict[str, JsonValue]] = []
-        for state in self._waiting_states():
+        for state in self._waiting_states(spec.member):
             news = state.news(spec)
             if news is not None:
                 lines.extend(news.lines)
@@ -637,7 +721,9 @@ class SwarmBus:
         counts only when a channel of the run wakes waits."""
         comm = self._members[name]
         waits = self.wakes_waits
+        exposure = {} if self._exposure is None else {"exposure": self._exposure.coverage(name)}
         return {
+            **exposure,
             "comm": {channel: c.as_json() for channel, c in comm.channels.items()},
             "waits": comm.waits if waits else None,
             "waits_by_outcome": dict[str, JsonValue](comm.outcomes.items()) if waits else None,
@@ -689,9 +775,12 @@ class SwarmBus:
                 source=EVIDENCE_SOURCE,
             )
 
-    def model_call(self, member: str) -> None:
-        """A completed model call of the member (from the transcript tap): counted only as far
-        as the wiring checks need it, which warn once the member misses a piece."""
+    def model_call(self, member: str, event: ModelEvent) -> None:
+        """A completed model call of the member (from the transcript tap): checked for what
+        the member was shown, and counted only as far as the wiring checks need it, which
+        warn once the member misses a piece."""
+        if self._exposure is not None and event.output.choices:
+            self._exposed(member, event.input, event=event.uuid, replay=event.cache == "read")
         comm = self._members[member]
         if comm.own_calls >= 2 and comm.calls >= 1:
             return
@@ -699,6 +788,32 @@ class SwarmBus:
         if current_agent_span_id() == self.own_loop(member):
             comm.own_calls += 1
         self._warn_wiring(member)
+
+    def record_exposure(self, member: str, messages: Sequence[ChatMessage]) -> list[str]:
+        """Check what the member's calling loop was shown against input messages the
+        experiment saw reach its model; the records found."""
+        if self._exposure is None:
+            return []
+        return self._exposed(member, messages, event=None, replay=False)
+
+    def _exposed(
+        self,
+        member: str,
+        messages: Sequence[ChatMessage],
+        *,
+        event: str | None,
+        replay: bool,
+    ) -> list[str]:
+        assert self._exposure is not None
+        loop = current_agent_span_id()
+        caller = Caller(member, loop, loop == self.own_loop(member), current_span_id())
+        found = self._exposure.check(member, loop, messages)
+        for claim in found:
+            self._evidence(
+                "exposed", claim.channel, caller, **claim.link, record=claim.record,
+                event=event, replay=replay, observed="model_event" if event else "manual",
+            )  # fmt: skip
+        return [c.record for c in found if c.record is not None]
 
 
 def _wait_result(

@@ -7,9 +7,12 @@ they are used through the E2B sandbox daemon.
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import secrets
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 import anyio
@@ -17,10 +20,13 @@ import anyio
 from ..engines._engine import Engine, LiveSandbox
 from ..model._keys import Owner
 from ..model._types import (
+    GIB,
     BootFailed,
+    HostExhausted,
     Lease,
     LeaseEnded,
     LongLivedRecord,
+    SandboxMetric,
     SandboxSpec,
     Size,
     new_sandbox_id,
@@ -42,6 +48,8 @@ class LongLivedSandbox:
     lease_id: str
     template: str
     size: Size
+    disk_mb: int
+    """What its writes may fill, in MiB."""
     metadata: dict[str, str]
     env: dict[str, str]
     """Variables every process gets (the lease's with its own key, E2B's and the create
@@ -55,6 +63,13 @@ class LongLivedSandbox:
     end_reason: str | None = None
     """Why it was ended, when something ended it before its timeout."""
     ended: anyio.Event = field(default_factory=anyio.Event)
+    metrics: deque[SandboxMetric] = field(default_factory=lambda: deque(maxlen=METRICS_KEPT))
+    """What it used, sampled every METRICS_SECONDS while it lives, the latest kept."""
+
+    @property
+    def ending(self) -> bool:
+        """Whether it is being ended (killed, timed out, its lease released) or has ended."""
+        return self.scope.cancel_called or self.ended.is_set()
 
     def record(self) -> LongLivedRecord:
         """Its record, while it is alive."""
@@ -75,8 +90,11 @@ class LongLivedSandbox:
 class LongLivedSandboxes:
     """The live long-lived sandboxes of one server (a holder of its lease)."""
 
-    def __init__(self, store: Store, leases: Leases, keyring: Keyring, engine: Engine) -> None:
+    def __init__(
+        self, store: Store, leases: Leases, keyring: Keyring, engine: Engine, disk_mb: int
+    ) -> None:
         self._store = store
+        self._disk_mb = disk_mb
         self._leases = leases
         self._keyring = keyring
         self._engine = engine
@@ -100,7 +118,7 @@ class LongLivedSandboxes:
         except BaseException as ex:
             engine.unbook(size)  # whatever ended the boot: the memory is not the sandbox's
             if isinstance(ex, SandboxError | OSError):
-                raise BootFailed(f"sandbox boot failed: {ex}") from None
+                raise boot_error(ex) from None
             raise
         current = self._leases.current()
         if current is None or current.id != lease.id:
@@ -115,6 +133,7 @@ class LongLivedSandboxes:
             lease_id=lease.id,
             template=spec.template,
             size=size,
+            disk_mb=self._disk_mb,
             metadata=dict(spec.metadata),
             env={
                 **self._keyring.sandbox_env(lease.id, sandbox_id, owner.lineage),
@@ -131,6 +150,7 @@ class LongLivedSandboxes:
         self._live[sandbox_id] = box
         self._store.insert_long_lived(box.record())
         engine.start_soon(self._lifetime, box)
+        engine.start_soon(_sample, box)
         return box
 
     async def _lifetime(self, box: LongLivedSandbox) -> None:
@@ -166,6 +186,10 @@ class LongLivedSandboxes:
         """The record of a sandbox within `owner`'s reach, alive or ended (None if unknown)."""
         return self._store.long_lived(sandbox_id, owner)
 
+    def of_all(self) -> list[LongLivedSandbox]:
+        """Every live sandbox, whoever's."""
+        return list(self._live.values())
+
     def of(self, owner: Owner) -> list[LongLivedSandbox]:
         """The live sandboxes within `owner`'s reach, oldest first."""
         return [box for box in self._live.values() if _reaches(owner, box)]
@@ -197,5 +221,58 @@ class LongLivedSandboxes:
         box.scope.cancel()
 
 
+METRICS_SECONDS = 5.0
+"""How often a live sandbox's use of its resources is sampled (as E2B's)."""
+METRICS_KEPT = 4320
+"""The most samples a sandbox keeps: 6 hours' worth, its longest life."""
+
+
+async def _sample(box: LongLivedSandbox) -> None:
+    """Sample what the sandbox uses until it ends (or can no longer be read)."""
+    before = (box.started_at, 0.0)
+    while not box.ending:
+        try:
+            used = await anyio.to_thread.run_sync(box.sandbox.usage)
+        except OSError:  # its cgroups or disk went with it
+            return
+        now = time.time()
+        busy = (used.cpu_seconds - before[1]) / max(now - before[0], 1e-3) / box.size.vcpus
+        before = (now, used.cpu_seconds)
+        metric = SandboxMetric(
+            now,
+            box.size.vcpus,
+            round(min(max(busy, 0.0), 1.0) * 100, 2),
+            used.memory,
+            box.size.memory_gb * GIB,
+            used.cache,
+            used.disk,
+            used.disk_total,
+        )
+        box.metrics.append(metric)
+        with anyio.move_on_after(METRICS_SECONDS):
+            await box.ended.wait()
+
+
 def _reaches(owner: Owner, box: LongLivedSandbox) -> bool:
     return owner.owns(box.owner.account, box.owner.lineage)
+
+
+_SHORTAGES = {
+    errno.ENOMEM: "memory",
+    errno.ENOSPC: "disk space",
+    errno.EDQUOT: "disk space",
+    errno.EMFILE: "open files",
+    errno.ENFILE: "open files",
+    errno.EAGAIN: "processes",
+}
+"""The errors that say this machine lacks a resource, and which."""
+
+
+def boot_error(ex: SandboxError | OSError) -> BootFailed | HostExhausted:
+    """Why a boot failed: HostExhausted naming the resource this machine lacked (the errno of
+    an OSError, or its words in a sandbox's PID 1's report), else BootFailed."""
+    text = str(ex)
+    for number, resource in _SHORTAGES.items():
+        if (isinstance(ex, OSError) and ex.errno == number) or os.strerror(number) in text:
+            return HostExhausted(resource, text)
+    return BootFailed(f"sandbox boot failed: {text}")

@@ -47,6 +47,7 @@ from ..model._types import (
     RunSpec,
     SandboxInput,
     SandboxKeyRefused,
+    SandboxMetric,
     SandboxRecord,
     SandboxRequest,
     SandboxSpec,
@@ -62,6 +63,7 @@ from ..records._runs import Runs, RunView
 from ..records._store import Store
 from ._leases import Keyring, Leases
 from ._long_lived import LongLivedSandbox, LongLivedSandboxes
+from ._quotas import AccountQuotas
 
 RECORDS_KEPT_SECONDS = 7 * 24 * 3600
 _CHECKPOINT_SECONDS = 1.0
@@ -82,7 +84,8 @@ class SwarmServer:
         self._keyring = keyring
         self._settings = settings
         self._leases = Leases(store, settings, keyring, engine)
-        self._sandboxes = LongLivedSandboxes(store, self._leases, keyring, engine)
+        self._quotas = AccountQuotas(store, settings.quotas)
+        self._sandboxes = LongLivedSandboxes(store, self._leases, keyring, engine, settings.disk_mb)
         self._stopped: str | None = None
         self._recover()
 
@@ -240,6 +243,7 @@ class SwarmServer:
         inputs = request.sandbox_inputs()
         _check_command_lines(request, spec, inputs)
         lease, _ = self._rent(owner.account)
+        self._quotas.check(owner.account, len(inputs))
         run = RunRecord(
             id=uuid.uuid4().hex,
             account=owner.account,
@@ -255,6 +259,7 @@ class SwarmServer:
         idempotency = None if key is None else (owner.namespace, key, request.digest)
         view = self._runs.insert(run, inputs, sandbox_ids, idempotency)
         self._engine.submit(run, list(range(len(inputs))))
+        self._quotas.started(owner.account)
         logger.info(
             "run %s started by %s: %d sandboxes of %s vCPU, %s GB",
             run.id,
@@ -288,6 +293,12 @@ class SwarmServer:
         if view is None:
             raise NotFound(f"no swarm run {run_id!r}")
         return view
+
+    @property
+    def run_changes(self) -> int:
+        """A count that moves on at every change of any run or its sandboxes: an answer
+        about runs made at the same count is still right."""
+        return self._runs.changes
 
     def summaries(self, owner: Owner) -> list[dict[str, Any]]:
         """The runs within `owner`'s reach, newest first, without their sandboxes."""
@@ -325,12 +336,23 @@ class SwarmServer:
         return await self._sandboxes.start(owner, lease, spec)
 
     def sandboxes(
-        self, owner: Owner, metadata: Mapping[str, str] | None = None
+        self,
+        owner: Owner,
+        metadata: Mapping[str, str] | None = None,
+        template: str | None = None,
+        started_after: float | None = None,
     ) -> list[LongLivedSandbox]:
         """The live long-lived sandboxes within `owner`'s reach whose metadata has every
-        entry of `metadata`, oldest first."""
+        entry of `metadata`, of `template` and started at or after `started_after` (a Unix
+        time) when given, oldest first."""
         wanted = dict(metadata or {}).items()
-        return [box for box in self._sandboxes.of(owner) if wanted <= box.metadata.items()]
+        return [
+            box
+            for box in self._sandboxes.of(owner)
+            if wanted <= box.metadata.items()
+            and template in (None, box.template)
+            and box.started_at >= (started_after or 0)
+        ]
 
     def sandbox(
         self, sandbox_id: str, owner: Owner
@@ -350,6 +372,21 @@ class SwarmServer:
         if box is None:
             raise NotFound(f"sandbox {sandbox_id!r} not found")
         return box
+
+    def sandbox_metrics(
+        self, sandbox_id: str, owner: Owner, start: float | None, end: float | None
+    ) -> list[SandboxMetric]:
+        """What a live long-lived sandbox within `owner`'s reach used, sampled from `start`
+        to `end` (Unix times in whole seconds, as E2B's; from its start, to now, when not
+        given), oldest first."""
+        box = self.live_sandbox(sandbox_id, owner)
+        low, high = start or 0.0, end or float("inf")
+        return [metric for metric in box.metrics if low <= int(metric.at) <= high]
+
+    def signed_sandbox(self, proves: Callable[[str], bool]) -> LongLivedSandbox | None:
+        """The live long-lived sandbox whose access token `proves` (a signed URL of its E2B
+        daemon, which names its sandbox only by a signature made with that token)."""
+        return next((box for box in self._sandboxes.of_all() if proves(box.token)), None)
 
     def set_sandbox_timeout(self, sandbox_id: str, owner: Owner, timeout: int) -> LongLivedSandbox:
         """End a live long-lived sandbox within `owner`'s reach `timeout` seconds from now

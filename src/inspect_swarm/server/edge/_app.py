@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from functools import partial
+from importlib.metadata import version
 
 import anyio
 from fastapi import FastAPI, Request
@@ -18,6 +20,7 @@ from ._access_log import AccessLog
 from ._auth import Keys
 from ._errors import ApiError
 from ._middleware import Edge, HttpLimits
+from ._openapi import OPENAPI_PATH, openapi_document
 from ._routes import routes
 from .e2b import UPLOAD_PATHS, mount_e2b
 
@@ -47,7 +50,7 @@ def create_app(
         lifespan=lifespan,
         docs_url=None,
         redoc_url=None,
-        openapi_url=None,
+        openapi_url=OPENAPI_PATH,  # public: it holds nothing of this server's
     )
     limits = limits or HttpLimits()
     app.add_middleware(Edge, limits=limits, uploads=UPLOAD_PATHS)
@@ -58,6 +61,16 @@ def create_app(
     app.include_router(routes(server))
     mount_e2b(app, server, max_file=limits.max_file)
     server.close_accounts(auth.accounts)
+    # made on the first request for it, once every route is in
+    app.openapi = partial(openapi_document, app, version("inspect_swarm"))  # type: ignore[method-assign]
+
+    answer_errors(app)
+    return app
+
+
+def answer_errors(app: FastAPI) -> None:
+    """Answer the edge's refusals, the domain's errors, unknown paths and malformed input as
+    the Swarms API's error objects."""
 
     @app.exception_handler(ApiError)
     async def api_error(_: Request, ex: ApiError) -> JSONResponse:
@@ -77,8 +90,6 @@ def create_app(
         first = ex.errors()[0]
         field = ".".join(str(p) for p in first["loc"][1:]) or "body"
         return _answer(ApiError.of(InvalidRequest(field, first["msg"])))
-
-    return app
 
 
 def _answer(ex: ApiError) -> JSONResponse:

@@ -8,6 +8,7 @@ from typing import Any
 from ..model._types import (
     BootFailed,
     EngineStopped,
+    HostExhausted,
     IdempotencyConflict,
     ImageUnsupported,
     InvalidRequest,
@@ -16,6 +17,7 @@ from ..model._types import (
     NoLease,
     NotFound,
     PlanRequired,
+    QuotaExceeded,
     SandboxKeyRefused,
     ServerBusy,
     SwarmError,
@@ -39,8 +41,10 @@ _STATUS: dict[type[SwarmError], int] = {
     SwarmSandbox: 409,
     LeaseEnded: 409,
     MemoryFull: 429,
+    QuotaExceeded: 429,
     BootFailed: 500,
     EngineStopped: 503,
+    HostExhausted: 503,
 }
 
 
@@ -70,7 +74,8 @@ class ApiError(Exception):
     @classmethod
     def of(cls, error: SwarmError) -> ApiError:
         """A domain error as the API answers it."""
-        return cls(http_status(error), error.code, error.message, error.field)
+        retry = {} if error.retry_after is None else {"Retry-After": str(error.retry_after)}
+        return cls(http_status(error), error.code, error.message, error.field, retry)
 
     def body(self) -> dict[str, Any]:
         """The JSON body of the error."""

@@ -1,13 +1,16 @@
 """The server's HTTP edge: body limits, read deadlines, and errors answered on a live connection.
 
-Two pieces. `Edge` is ASGI middleware around the app: it refuses a body over its limit with
-413 as soon as its declared length or its bytes so far pass it (never buffering more), a
-body that stalls with 408, and answers an unexpected error as a JSON 500 without passing it
-on (Starlette's outermost middleware re-raises every error it answers, and uvicorn then
-closes the connection, so one bad request would cost a client its keep-alive connection).
-`http_protocol` is uvicorn's h11 protocol with a deadline for each request's head: uvicorn
-times out idle keep-alive connections but not a connection that sends a partial head, or
-nothing, and holds it forever.
+Two pieces. `Edge` is ASGI middleware around the app: it refuses a head over 16 KiB with 400
+(h11 refuses one only while it is incomplete, so a head that came in one piece would pass), a
+body over its limit with 413 as soon as its declared length or its bytes so far pass it
+(never buffering more), a body that stalls or comes too slowly with 408, closes the
+connection of any request answered before its body was read (a refusal never reads the rest),
+and answers an unexpected error as a JSON 500 without passing it on (Starlette's outermost
+middleware re-raises every error it answers, and uvicorn then closes the connection, so one
+bad request would cost a client its keep-alive connection). `http_protocol` is uvicorn's h11
+protocol with a deadline for each request's head (uvicorn times out idle keep-alive
+connections but not a connection that sends a partial head, or nothing, and holds it
+forever) and a cap on the connections of one client address.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Collection
+import time
+from collections import Counter
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,9 +28,13 @@ import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 
+from .._defaults import SERVER_DEFAULTS
 from ..records._wire import error_object
 
 MIB = 1024**2
+KIB = 1024
+MAX_HEAD = 16 * KIB
+"""The largest request head (its line and headers), as h11 counts it while one comes in."""
 
 logger = logging.getLogger(__name__)
 
@@ -34,13 +43,18 @@ logger = logging.getLogger(__name__)
 class HttpLimits:
     """What one request may send, and how slowly."""
 
-    max_body: int = 16 * MIB
+    max_body: int = SERVER_DEFAULTS.max_body_mib * MIB
     """The largest request body, except uploads."""
-    max_file: int = 256 * MIB
+    max_file: int = SERVER_DEFAULTS.max_file_mib * MIB
     """The largest upload (the bodies of the paths `Edge` is given as uploads: a file, a
     command's input) and the largest file read back, through the E2B daemon."""
-    read_timeout: float = 30.0
+    read_timeout: float = SERVER_DEFAULTS.read_timeout
     """How long a request's head may take to arrive, and its body may pause, in seconds."""
+    min_rate: int = SERVER_DEFAULTS.min_body_kib * KIB
+    """The slowest a body may come, in bytes a second on average: a body has `read_timeout`
+    seconds, and one more for each `min_rate` bytes of it, from its head's arrival."""
+    max_client_connections: int = SERVER_DEFAULTS.max_client_connections
+    """The most connections one client address may hold open at once."""
 
 
 class _Refused(Exception):
@@ -61,8 +75,12 @@ class Edge:
             return
         upload = scope["path"] in self.uploads
         limit = self.limits.max_file if upload else self.limits.max_body
-        exchange = _Exchange(limit, self.limits.read_timeout, receive, send)
         declared = _content_length(scope)
+        exchange = _Exchange(limit, self.limits, declared, _has_body(scope), receive, send)
+        if (head := _head_size(scope)) > MAX_HEAD:
+            detail = f"head: {head} bytes, over the limit of {MAX_HEAD}; send shorter headers"
+            await _answer(send, 400, error_object("head_too_large", detail))
+            return
         if declared is not None and declared > limit:
             await _answer(send, *exchange.too_large(declared))
             return
@@ -82,13 +100,24 @@ class Edge:
 class _Exchange:
     """One request's body as it is read, and whether its response has begun."""
 
-    def __init__(self, limit: int, timeout: float, receive: Receive, send: Send) -> None:
+    def __init__(
+        self,
+        limit: int,
+        limits: HttpLimits,
+        declared: int | None,
+        has_body: bool,
+        receive: Receive,
+        send: Send,
+    ) -> None:
         self._limit = limit
-        self._timeout = timeout
+        self._timeout = limits.read_timeout
+        self._rate = limits.min_rate
+        self._declared = declared
+        self._since = time.monotonic()
         self._receive = receive
         self._send = send
         self._received = 0
-        self._body_done = False
+        self._body_done = not has_body
         self.started = False
         self.refusal: tuple[int, dict[str, Any]] | None = None
 
@@ -104,12 +133,12 @@ class _Exchange:
             return {"type": "http.disconnect"}
         if self._body_done:  # the body is in; the app waits for a disconnect, however long
             return await self._receive()
-        with anyio.move_on_after(self._timeout) as waited:
+        deadline = self._deadline()
+        with anyio.move_on_after(min(self._timeout, deadline - time.monotonic())) as waited:
             message = await self._receive()
         if waited.cancelled_caught:
-            detail = f"the request body paused for over {self._timeout:g}s; send it at once"
-            self.refusal = 408, error_object("request_timeout", detail)
-            raise _Refused(detail)
+            self.refusal = 408, error_object("request_timeout", self._too_slow(deadline))
+            raise _Refused(self.refusal[1]["detail"])
         if message["type"] == "http.request":
             self._received += len(message.get("body", b""))
             self._body_done = not message.get("more_body", False)
@@ -118,11 +147,45 @@ class _Exchange:
                 raise _Refused(self.refusal[1]["detail"])
         return message
 
+    def _deadline(self) -> float:
+        """When the body must be in: `read_timeout` and a second for each `min_rate` bytes of
+        it (of a chunked body, of what came so far and one more chunk's worth)."""
+        size = self._declared if self._declared is not None else self._received + self._rate
+        return self._since + self._timeout + size / self._rate
+
+    def _too_slow(self, deadline: float) -> str:
+        if deadline - time.monotonic() > 0:
+            return f"the request body paused for over {self._timeout:g}s; send it at once"
+        return (
+            f"the request body came slower than {self._rate} bytes a second after a "
+            f"{self._timeout:g}s grace ({self._received} bytes in "
+            f"{time.monotonic() - self._since:.0f}s); send it at once"
+        )
+
     async def send(self, message: Message) -> None:
         if self.refusal is not None and not self.started:
             return  # the app's answer to a refused body: the edge answers instead
+        if message["type"] == "http.response.start" and not self._body_done:
+            # answered before its body was read (a refusal): the rest is never read
+            message = {**message, "headers": [*message.get("headers", []), _CLOSE]}
         self.started = True
         await self._send(message)
+
+
+_CLOSE = (b"connection", b"close")
+
+
+def _has_body(scope: Scope) -> bool:
+    for name, value in scope["headers"]:
+        if name == b"transfer-encoding" or (name == b"content-length" and value != b"0"):
+            return True
+    return False
+
+
+def _head_size(scope: Scope) -> int:
+    """A request's head size, as it came: its request line and each header line."""
+    line = len(scope["method"]) + len(scope["raw_path"]) + len(scope["query_string"]) + 12
+    return line + sum(len(name) + len(value) + 4 for name, value in scope["headers"])
 
 
 def _content_length(scope: Scope) -> int | None:
@@ -145,22 +208,40 @@ async def _answer(send: Send, status: int, body: dict[str, Any]) -> None:
     data = json.dumps(body).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(data))]
     if status != 500:
-        headers.append((b"connection", b"close"))
+        headers.append(_CLOSE)
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": data})
 
 
-def http_protocol(read_timeout: float) -> type[H11Protocol]:
+Peer = tuple[str, int]
+"""A client's address and port."""
+
+
+def http_protocol(
+    limits: HttpLimits, exempt: Callable[[Peer], bool] = lambda _: False
+) -> type[H11Protocol]:
     """uvicorn's h11 protocol, closing a connection whose next request's head has not come
-    in within `read_timeout` seconds (of its opening, or of the last response's end)."""
+    in within the read timeout (of its opening, or of the last response's end), and resetting
+    one whose address holds `max_client_connections` already, unless `exempt` (a sandbox's,
+    forwarded by this server, which caps them itself)."""
+    open_from: Counter[str] = Counter()
 
     class Protocol(H11Protocol):
         _deadline: asyncio.TimerHandle | None = None
         _waiting: RequestResponseCycle | None = None
         """The cycle that was current when the deadline was set: a new one is a new head."""
+        _counted: str | None = None
+        """The client address this connection counts against."""
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)  # type: ignore[arg-type]
+            peer = transport.get_extra_info("peername")
+            if isinstance(peer, tuple) and not exempt(peer[:2]):
+                if open_from[peer[0]] >= limits.max_client_connections:
+                    transport.abort()  # type: ignore[attr-defined]
+                    return
+                self._counted = peer[0]
+                open_from[peer[0]] += 1
             self._await_head()
 
         def data_received(self, data: bytes) -> None:
@@ -176,12 +257,17 @@ def http_protocol(read_timeout: float) -> type[H11Protocol]:
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._stop_waiting()
+            if self._counted is not None:
+                open_from[self._counted] -= 1
+                if not open_from[self._counted]:
+                    del open_from[self._counted]
+                self._counted = None
             super().connection_lost(exc)
 
         def _await_head(self) -> None:
             self._stop_waiting()
             self._waiting = self.cycle
-            self._deadline = self.loop.call_later(read_timeout, self._too_slow)
+            self._deadline = self.loop.call_later(limits.read_timeout, self._too_slow)
 
         def _stop_waiting(self) -> None:
             if self._deadline is not None:

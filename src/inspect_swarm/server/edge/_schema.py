@@ -1,24 +1,37 @@
-"""The Swarms API's request bodies: their shapes, their checks, and the domain's requests
-they become.
+"""The Swarms API's request bodies: models made from the fields' one definition
+(`inspect_swarm._swarms_api`), their checks, and the domain's requests they become.
 
 Bad input is 400 `invalid_request` naming the field, not FastAPI's 422 (see `records._wire` for the
-other assumptions the spec leaves open).
+other assumptions the spec leaves open). The models name each field by its Python name and take
+it by its wire name; they also describe the bodies in the OpenAPI document (`edge._openapi`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Annotated, Any, Literal, TypeVar
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, TypeVar, cast
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, create_model
 
+from ..._swarms_api import (
+    DEFAULT_SIZE,
+    INPUT_FIELDS,
+    MEMORY_GB,
+    SANDBOX_FIELDS,
+    START_FIELDS,
+    VCPUS,
+    ApiField,
+    required_groups,
+)
 from ..model._rules import (
     MAX_NAME,
     check_command_line,
     check_env,
+    check_file_path,
     check_labels,
-    check_path,
+    check_program,
     check_text,
     parse_json,
     shown,
@@ -27,113 +40,96 @@ from ..model._types import (
     InvalidRequest,
     RunRequest,
     SandboxInput,
+    SandboxRequest,
     Size,
     refusing_bad_input,
 )
-
-NonEmpty = Annotated[str, StringConstraints(min_length=1)]
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
 
-class SizeBody(_Strict):
-    """The size of a sandbox (every sandbox of a run)."""
-
-    vcpus: Literal[1, 2, 4] = 2
-    memoryGb: int = Field(default=4, ge=1, le=8)
-
-    def domain(self) -> Size:
-        """The size this body asks for."""
-        return Size(self.vcpus, self.memoryGb)
+_Model = TypeVar("_Model", bound=BaseModel)
 
 
-class SwarmInput(_Strict):
-    """What one sandbox adds to the run: arguments, variables and files."""
-
-    args: list[str] = []
-    env: dict[str, str] = {}
-    files: dict[str, str] = {}
-
-    def domain(self) -> SandboxInput:
-        """What this input adds to its sandbox."""
-        return SandboxInput(tuple(self.args), self.env, self.files)
+def _model(name: str, doc: str, fields: Mapping[str, ApiField]) -> type[_Strict]:
+    """A strict model of `fields`, each taken by its wire name."""
+    made = {key: _pydantic_field(field) for key, field in fields.items()}
+    return create_model(name, __base__=_Strict, __doc__=doc, **made)  # type: ignore[call-overload,no-any-return]
 
 
-class SandboxFields(_Strict):
-    """What a sandbox is made of, for a run's sandboxes or one of its own."""
-
-    env: dict[str, str] = {}
-    size: SizeBody = SizeBody()
-    timeoutSeconds: int | None = None
-    template: NonEmpty | None = None
-    image: NonEmpty | None = None
-
-
-class StartBody(SandboxFields):
-    """The body of `POST /api/swarms`."""
-
-    command: NonEmpty | Annotated[list[str], Field(min_length=1)]
-    count: int | None = Field(default=None, ge=1)
-    inputs: Annotated[list[SwarmInput], Field(min_length=1)] | None = None
-    files: dict[str, str] = {}
-    concurrency: int | None = Field(default=None, ge=1)
-    resultPath: NonEmpty | None = None
-    name: str | None = None
-    idempotencyKey: NonEmpty | None = None
-
-    def domain(self, digest: str, idempotency_key: str | None) -> RunRequest:
-        """The request this body makes (`digest`: its hash; the header's idempotency key
-        wins over the body's)."""
-        inputs = self.inputs
-        return RunRequest(
-            command=self.command if isinstance(self.command, str) else tuple(self.command),
-            size=self.size.domain(),
-            count=self.count if self.count is not None else len(inputs or []),
-            inputs=None if inputs is None else tuple(item.domain() for item in inputs),
-            env=self.env,
-            files=self.files,
-            timeout_seconds=self.timeoutSeconds,
-            template=self.template,
-            result_path=self.resultPath,
-            concurrency=self.concurrency,
-            name=self.name,
-            idempotency_key=idempotency_key or self.idempotencyKey,
-            digest=digest,
-            image=self.image,
-        )
+SizeBody = create_model(
+    "SizeBody",
+    __base__=_Strict,
+    __doc__="The size of a sandbox (every sandbox of a run).",
+    vcpus=(cast(Any, Literal)[VCPUS], DEFAULT_SIZE["vcpus"]),
+    memoryGb=(int, Field(default=DEFAULT_SIZE["memoryGb"], ge=MEMORY_GB[0], le=MEMORY_GB[1])),
+)
+"""The size of a sandbox: `vcpus` one of `VCPUS`, `memoryGb` within `MEMORY_GB`."""
 
 
-class SandboxBody(SandboxFields):
-    """The body of `POST /v1/sandboxes`: one long-lived sandbox.
+def _pydantic_field(field: ApiField) -> tuple[Any, Any]:
+    """The annotation and `Field` of `field` on the wire."""
+    kind = field.kind
+    annotation: Any
+    if kind == "command":
+        annotation = NonEmpty | Annotated[list[str], Field(min_length=1)]
+    elif kind in ("integer", "seconds"):
+        annotation = int
+    elif kind == "inputs":
+        annotation = Annotated[list[InputBody], Field(min_length=1)]  # type: ignore[valid-type]
+    elif kind == "size":
+        return SizeBody, Field(default_factory=SizeBody, alias=field.wire, description=field.help)
+    elif kind in ("env", "files", "labels"):
+        return dict[str, str], Field(default_factory=dict, alias=field.wire, description=field.help)
+    elif kind == "args":
+        return list[str], Field(default_factory=list, alias=field.wire, description=field.help)
+    else:
+        annotation = Annotated[str, StringConstraints(min_length=field.least or 0)]
+    bounds = {"ge": field.least, "le": field.most} if kind in ("integer", "seconds") else {}
+    constraints: dict[str, Any] = {k: v for k, v in bounds.items() if v is not None}
+    if field.required and field.group is None:
+        return annotation, Field(alias=field.wire, description=field.help, **constraints)
+    return annotation | None, Field(
+        default=None, alias=field.wire, description=field.help, **constraints
+    )
 
-    Its `timeoutSeconds` is its lifetime, which ends sooner when it is killed or its lease ends.
-    """
 
-    metadata: dict[str, str] = {}
+NonEmpty = Annotated[str, StringConstraints(min_length=1)]
 
+InputBody = _model(
+    "InputBody", "What one sandbox adds to the run: arguments, variables and files.", INPUT_FIELDS
+)
+StartBody = _model("StartBody", "The body of `POST /api/swarms`.", START_FIELDS)
+SandboxBody = _model(
+    "SandboxBody",
+    "The body of `POST /v1/sandboxes`: one long-lived sandbox (its `timeoutSeconds` is its "
+    "lifetime, which ends sooner when it is killed or its lease ends).",
+    SANDBOX_FIELDS,
+)
 
 # loc entries that name fields (pydantic adds union member tags such as "constrained-str")
-_FIELDS = {
-    name for model in (StartBody, SandboxBody, SizeBody, SwarmInput) for name in model.model_fields
-}
+_WIRE_NAMES = {
+    field.wire
+    for fields in (START_FIELDS, SANDBOX_FIELDS, INPUT_FIELDS)
+    for field in fields.values()
+} | {"vcpus", "memoryGb"}
 
-_Body = TypeVar("_Body", bound=_Strict)
 
-
-def _validate(model: type[_Body], raw: Any) -> _Body:
-    """Validate a body, raising InvalidRequest that names the first bad field."""
+def _validate(model: type[_Model], raw: Any) -> dict[str, Any]:
+    """Validate a body, raising InvalidRequest that names the first bad field; its values by
+    Python name."""
     if not isinstance(raw, dict):
         raise InvalidRequest("body", f"expected a JSON object, got {type(raw).__name__}")
     try:
-        return model.model_validate(raw)
+        return dict(model.model_validate(raw))
     except ValidationError as ex:
         error = ex.errors()[0]
         loc = list(error["loc"])
         # an unknown field is named by the last entry, which is no field of ours
         unknown = loc.pop() if error["type"] == "extra_forbidden" else None
-        parts = [p for p in loc if p in _FIELDS or isinstance(p, int)]
+        parts = [p for p in loc if p in _WIRE_NAMES or isinstance(p, int)]
         field = ".".join(str(p) for p in [*parts, *([unknown] if unknown else [])])
         got = f" (got {shown(error['input'], 80)})" if error["type"] != "missing" else ""
         raise InvalidRequest(field or "body", f"{error['msg']}{got}") from None
@@ -146,67 +142,100 @@ def json_body(data: bytes) -> Any:
 
 
 def start_request(raw: Any, idempotency_key: str | None) -> RunRequest:
-    """The request a start body makes (with the `Idempotency-Key` header's key, if given),
-    raising InvalidRequest that names the first bad field."""
-    return parse_start(raw).domain(body_hash(raw), idempotency_key)
+    """The request a start body makes (with the `Idempotency-Key` header's key, if given,
+    over the body's), raising InvalidRequest that names the first bad field."""
+    return run_request(_checked(StartBody, START_FIELDS, raw), raw, idempotency_key)
 
 
-def parse_start(raw: Any) -> StartBody:
-    """Validate a start body, raising InvalidRequest that names the first bad field."""
-    body = _validate(StartBody, raw)
-    if (body.count is None) == (body.inputs is None):
-        raise InvalidRequest("count", "give exactly one of `count` or `inputs`")
-    for where, files in _all_files(body):
-        for path in files:
-            if not path.startswith("/"):
-                raise InvalidRequest(where, f"file paths must be absolute, got {shown(path)}")
-    if body.resultPath is not None and not body.resultPath.startswith("/"):
-        raise InvalidRequest(
-            "resultPath", f"must be an absolute path, got {shown(body.resultPath)}"
-        )
+def run_request(
+    values: Mapping[str, Any], raw: dict[str, Any], idempotency_key: str | None
+) -> RunRequest:
+    """The request of a start body `raw` whose values (by Python name) its model took."""
+    inputs = values["inputs"]
+    command = values["command"]
+    return RunRequest(
+        **{
+            **values,
+            "command": command if isinstance(command, str) else tuple(command),
+            "size": _size(values["size"]),
+            "count": values["count"] if values["count"] is not None else len(inputs),
+            "inputs": None if inputs is None else tuple(_input(item) for item in inputs),
+            "idempotency_key": idempotency_key or values["idempotency_key"],
+            "digest": body_hash(raw),
+        }
+    )
+
+
+def sandbox_request(raw: Any) -> SandboxRequest:
+    """The request a `POST /v1/sandboxes` body makes, raising InvalidRequest that names the
+    first bad field."""
+    values = _checked(SandboxBody, SANDBOX_FIELDS, raw)
+    return SandboxRequest(**{**values, "size": _size(values["size"])})
+
+
+def _size(body: BaseModel) -> Size:
+    values = dict(body)
+    return Size(values["vcpus"], values["memoryGb"])
+
+
+def _input(body: BaseModel) -> SandboxInput:
+    values = dict(body)
+    return SandboxInput(tuple(values["args"]), values["env"], values["files"])
+
+
+def _checked(model: type[BaseModel], fields: Mapping[str, ApiField], raw: Any) -> dict[str, Any]:
+    """A body's values once its model and its fields' rules accept it."""
+    values = _validate(model, raw)
+    for group in required_groups(fields).values():
+        if sum(values[name] is not None for name in group) != 1:
+            names = " or ".join(f"`{fields[name].wire}`" for name in group)
+            raise InvalidRequest(fields[group[0]].wire, f"give exactly one of {names}")
     with refusing_bad_input():
-        _check_start_text(body)
-    return body
+        for name, field in fields.items():
+            if values[name] is not None:
+                _check(field, field.wire, values[name])
+    return values
 
 
-def _check_start_text(body: StartBody) -> None:
-    commands = [body.command] if isinstance(body.command, str) else body.command
-    for i, part in enumerate(commands):
-        check_text("command" if isinstance(body.command, str) else f"command.{i}", part)
-    if body.name is not None:
-        check_text("name", body.name, control=False, most=MAX_NAME)
-    if body.idempotencyKey is not None:
-        check_text("idempotencyKey", body.idempotencyKey, control=False, most=MAX_NAME)
-    if body.resultPath is not None:
-        check_path("resultPath", body.resultPath)
-    check_env("env", body.env)
-    check_command_line("env", [], body.env)
-    for where, files in _all_files(body):
-        for path in files:
-            check_path(where, path)
-    for i, item in enumerate(body.inputs or []):
-        for j, arg in enumerate(item.args):
-            check_text(f"inputs.{i}.args.{j}", arg)
-        check_env(f"inputs.{i}.env", item.env)
+def _check(field: ApiField, where: str, value: Any) -> None:
+    """Refuse what the field's kind never accepts, beyond its model's types and bounds."""
+    kind = field.kind
+    if kind == "command":
+        if isinstance(value, str):
+            check_text(where, value)
+        else:
+            check_program(f"{where}.0", value[0])
+            for part, text in enumerate(value[1:], 1):
+                check_text(f"{where}.{part}", text)
+    elif kind == "text":
+        check_text(where, value, control=False, most=MAX_NAME)
+    elif kind == "path":
+        _check_absolute(where, value, "must be an absolute path")
+    elif kind == "args":
+        for j, arg in enumerate(value):
+            check_text(f"{where}.{j}", arg)
+    elif kind == "env":
+        check_env(where, value)
+        check_command_line(where, [], value)
+    elif kind == "files":
+        for path in value:
+            _check_absolute(where, path, "file paths must be absolute")
+    elif kind == "labels":
+        check_labels(where, value)
+    elif kind == "inputs":
+        for i, item in enumerate(value):
+            for name, part in dict(item).items():
+                _check(INPUT_FIELDS[name], f"{where}.{i}.{INPUT_FIELDS[name].wire}", part)
 
 
-def parse_sandbox(raw: Any) -> SandboxBody:
-    """Validate a sandbox body, raising InvalidRequest that names the first bad field."""
-    body = _validate(SandboxBody, raw)
-    with refusing_bad_input():
-        check_env("env", body.env)
-        check_command_line("env", [], body.env)
-        check_labels("metadata", body.metadata)
-    return body
-
-
-def _all_files(body: StartBody) -> list[tuple[str, dict[str, str]]]:
-    found = [("files", body.files)]
-    found += [(f"inputs.{i}.files", item.files) for i, item in enumerate(body.inputs or [])]
-    return found
+def _check_absolute(where: str, path: str, problem: str) -> None:
+    if not path.startswith("/"):
+        raise InvalidRequest(where, f"{problem}, got {shown(path)}")
+    check_file_path(where, path)
 
 
 def body_hash(raw: dict[str, Any]) -> str:
     """A hash of a start body without its idempotency key, to compare retried starts."""
-    canonical = {k: v for k, v in raw.items() if k != "idempotencyKey"}
+    key = START_FIELDS["idempotency_key"].wire
+    canonical = {k: v for k, v in raw.items() if k != key}
     return hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()

@@ -1,2 +1,3 @@
-"""Engines run sandboxes for the domain: the protocol it uses, the command logic every engine
-shares, the engine of this machine (`_local`) and the Ray engine (`ray`, extra `ray`)."""
+"""Engines run sandboxes for the domain: the protocol it uses, the scheduler every engine
+shares, the command logic every slot runner shares, and the runners themselves: this machine's
+(`_local`) and a Ray cluster's (`ray`, extra `ray`)."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 
 import anyio
 
+from ..._swarms_api import START_FIELDS
 from ..model._types import (
     GIB,
     RESULT_BYTES,
@@ -27,12 +28,35 @@ from ..sandboxes._cgroups import Limits
 from ..sandboxes._child_process import ChildProcess
 from ..sandboxes._isolation import Sandbox, SandboxError
 
+_RESULT_PATH = START_FIELDS["result_path"].wire
+"""The field an error about the result file names."""
 _DRAIN_SECONDS = 0.5
 
 
 def limits(size: Size) -> Limits:
     """The cgroup limits of a sandbox of `size`."""
     return Limits(size.memory_gb * GIB, size.vcpus)
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """The CPUs and memory of a machine (or a node of a cluster) that sandboxes fit into."""
+
+    cpus: float
+    memory_bytes: int
+
+    def holds(self, size: Size) -> bool:
+        """Whether a sandbox of `size` fits in it, when nothing else runs there."""
+        return size.vcpus <= self.cpus and size.memory_gb * GIB <= self.memory_bytes
+
+    def too_small(self, size: Size, what: str) -> str:
+        """Why a sandbox of `size` waits: `what` (this capacity) cannot hold it."""
+        cpus = f"{self.cpus:g} CPU{'' if self.cpus == 1 else 's'}"
+        vcpus = f"{size.vcpus} vCPU{'' if size.vcpus == 1 else 's'}"
+        return (
+            f"{what} ({cpus}, {self.memory_bytes / GIB:.3g} GiB of memory) cannot hold a "
+            f"sandbox of {vcpus} and {size.memory_gb} GiB"
+        )
 
 
 def command_env(
@@ -115,25 +139,57 @@ class Slot:
             await sandbox.close()
 
 
-async def run_command(
-    sandbox: Sandbox,
-    spec: RunSpec,
-    item: SandboxInput,
-    env: Mapping[str, str],
-    started: Callable[[], None],
-    tails: Tails,
+@dataclass(frozen=True)
+class Command:
+    """A sandbox's command as a runner runs it: what runs, with which variables, and what it
+    tells on the way (its start, its output)."""
+
+    spec: RunSpec
+    item: SandboxInput
+    env: Mapping[str, str]
+    started: Callable[[], None]
+    """Called as the command starts."""
+    tails: Tails
+    """Its output so far, the sandbox's even when it is stopped midway."""
+
+
+async def run_in_slot(
+    slot: Slot,
+    boot: Callable[[str], Awaitable[Sandbox]],
+    sandbox_id: str,
+    command: Command,
+    keep: Callable[[], bool],
 ) -> Outcome:
-    """Write the input's files, run the command (calling `started` as it starts, its output
-    kept in `tails` as it goes) and read how it ended."""
+    """Run `command` in the slot's sandbox made anew as `sandbox_id`, or in one that `boot`
+    makes; keep the sandbox for the slot's next if the command ran to its end and `keep()`
+    says so, else end it before answering."""
+    try:
+        sandbox = await slot.sandbox_for(boot, sandbox_id)
+    except (SandboxError, OSError) as ex:
+        return Outcome("failed", f"boot failed: {ex}")
+    kept = False
+    try:
+        outcome = await _run_command(sandbox, command)
+        kept = keep()
+        return outcome
+    finally:
+        with anyio.CancelScope(shield=True):
+            await slot.done(kept)
+
+
+async def _run_command(sandbox: Sandbox, command: Command) -> Outcome:
+    """Write the input's files, run the command (telling its start, its output kept as it
+    goes) and read how it ended."""
+    spec, item, tails = command.spec, command.item, command.tails
     for path, content in item.files.items():
         try:
             # as the sandbox's root, on a thread of the file layer's: never on the loop
             await anyio.to_thread.run_sync(sandbox.write_file, path, content.encode())
         except OSError as ex:
             return Outcome("failed", f"boot failed: cannot write {path}: {ex}")
-    started()
+    command.started()
     try:
-        process = await sandbox.exec(spec.argv(item), dict(env))
+        process = await sandbox.exec(spec.argv(item), dict(command.env))
     except SandboxError as ex:
         return Outcome("failed", str(ex))
     tails.began = True
@@ -184,9 +240,9 @@ def _read_result(sandbox: Sandbox, path: str | None, ended: Outcome) -> Outcome:
     try:
         data = sandbox.read_file(path, RESULT_BYTES)
     except FileNotFoundError:
-        return replace(succeeded, error=f"resultPath {path} was not written")
+        return replace(succeeded, error=f"{_RESULT_PATH} {path} was not written")
     except OSError as ex:
-        return replace(succeeded, error=f"resultPath {path}: {ex}")
+        return replace(succeeded, error=f"{_RESULT_PATH} {path}: {ex}")
     if len(data) > RESULT_BYTES:
         return replace(ended, error=f"result at {path} is over the 64 KB limit")
     try:

@@ -19,7 +19,10 @@ from typing import Any, Protocol, TypeVar
 import anyio.abc
 
 from ..model._types import RunRecord, Size
+from ..sandboxes._cgroups import Usage
 from ..sandboxes._isolation import User
+from ..sandboxes._terminal import TerminalSize
+from ..sandboxes._watch import Change
 
 T = TypeVar("T")
 
@@ -57,6 +60,22 @@ class LiveProcess(Protocol):
         """Close its stdin, so it reads end of file."""
         ...
 
+    def resize(self, size: TerminalSize) -> None:
+        """Resize its terminal (ValueError if it was started without one)."""
+        ...
+
+
+class LiveWatch(Protocol):
+    """A watch of a directory of a sandbox outside runs."""
+
+    def changes(self) -> AsyncIterator[list[Change]]:
+        """Batches of changes as they happen, until the directory or the sandbox is gone."""
+        ...
+
+    def close(self) -> None:
+        """Stop watching."""
+        ...
+
 
 class LiveSandbox(Protocol):
     """A sandbox outside runs, wherever its engine made it."""
@@ -73,12 +92,22 @@ class LiveSandbox(Protocol):
         cwd: str | None = None,
         user: User = ...,
         stdin: bool = False,
+        terminal: TerminalSize | None = None,
     ) -> LiveProcess:
-        """Start `argv` in the sandbox (SandboxError once it has ended)."""
+        """Start `argv` in the sandbox, on a terminal of that size if given (its output all
+        on stdout); SandboxError once the sandbox has ended."""
         ...
 
     def forget(self, process: Any) -> None:
         """Let go of a process that has exited."""
+        ...
+
+    def usage(self) -> Usage:
+        """What the sandbox uses now (OSError or ProcessLookupError once it is gone); blocks."""
+        ...
+
+    async def watch(self, user: User, path: str, recursive: bool) -> LiveWatch:
+        """Watch a directory of the sandbox as `user` (OSError as a file call's)."""
         ...
 
     def user(self, name: str) -> User:

@@ -150,6 +150,21 @@ def check_path(field: str, path: str) -> None:
             )
 
 
+def check_file_path(field: str, path: str) -> None:
+    """`check_path`, and refuse a path that names a directory whatever is there: `/`, or one
+    ending in `/`, `.` or `..`."""
+    check_path(field, path)
+    if path.endswith("/") or path.rpartition("/")[2] in (".", ".."):
+        raise BadInput(field, f"{shown(path)} names a directory, not a file; give a file's path")
+
+
+def check_program(field: str, program: str) -> None:
+    """Refuse a command line's program that is no path at all (empty)."""
+    if not program:
+        raise BadInput(field, "an empty string names no program; give a program's name or path")
+    check_text(field, program)
+
+
 def check_env(field: str, env: Mapping[str, str]) -> None:
     """Refuse variables whose names are not POSIX names or whose values hold a NUL byte
     (their size is the command line's: `check_command_line`)."""

@@ -16,6 +16,9 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
+from ..._swarms_api import DEFAULT_SIZE, DEFAULT_TIMEOUT, MAX_TIMEOUT
+from ..._swarms_api import DEFAULT_TEMPLATE as DEFAULT_TEMPLATE
+from .._defaults import DISK_GIB, MAX_QUEUED, RUNS_PER_MINUTE, SERVER_DEFAULTS
 from ._rules import refusing, shown
 
 GIB = 1024**3
@@ -25,8 +28,6 @@ RESULT_BYTES = 64 * 1024
 """The largest result file."""
 TEMPLATES = ("base", "python", "code-interpreter")
 """The templates this server offers (each is the same root: the host's system directories)."""
-DEFAULT_TEMPLATE = "base"
-"""The template of a sandbox whose request names none."""
 
 SandboxStatus = Literal["queued", "booting", "running", "succeeded", "failed", "cancelled"]
 EndStatus = Literal["succeeded", "failed", "cancelled"]
@@ -47,8 +48,8 @@ _SMALL = (2, 4)
 class Size:
     """The size of a sandbox: its vCPUs and its memory."""
 
-    vcpus: int = 2
-    memory_gb: int = 4
+    vcpus: int = DEFAULT_SIZE["vcpus"]
+    memory_gb: int = DEFAULT_SIZE["memoryGb"]
 
     @property
     def name(self) -> str:
@@ -306,17 +307,31 @@ class KeyRecord:
 
 
 @dataclass(frozen=True)
+class Quotas:
+    """What one account may have at once and start in a while (its sandbox keys included)."""
+
+    max_queued: int = MAX_QUEUED
+    """Sandboxes waiting to start, in all its runs."""
+    runs_per_minute: int = RUNS_PER_MINUTE
+    """Runs started in any 60 seconds."""
+
+
+@dataclass(frozen=True)
 class Settings:
     """Limits and timings of one server."""
 
     memory_gib: int
-    max_sandboxes: int = 5000
-    min_timeout: int = 10
-    max_timeout: int = 21600
-    default_timeout: int = 600
-    idle_release: float = 600.0
-    stuck_timeout: float = 900.0
-    plan: Literal["scale", "none"] = "scale"
+    max_sandboxes: int = SERVER_DEFAULTS.max_sandboxes
+    min_timeout: int = SERVER_DEFAULTS.min_timeout
+    max_timeout: int = MAX_TIMEOUT
+    default_timeout: int = DEFAULT_TIMEOUT
+    idle_release: float = SERVER_DEFAULTS.idle_release
+    stuck_timeout: float = SERVER_DEFAULTS.stuck_timeout
+    plan: Literal["scale", "none"] = SERVER_DEFAULTS.plan
+    disk_mb: int = DISK_GIB * 1024
+    """The disk each sandbox's writes may fill, in MiB."""
+    quotas: Quotas = field(default_factory=Quotas)
+    """Every account's."""
 
     def max_concurrency(self, size: Size) -> int:
         """How many sandboxes of `size` fit in this server's memory at once."""
@@ -348,12 +363,30 @@ def new_sandbox_id() -> str:
 # errors
 
 
+@dataclass(frozen=True)
+class SandboxMetric:
+    """What a live sandbox used at one moment (a sample its server took)."""
+
+    at: float
+    """When, as a Unix time."""
+    cpu_count: int
+    cpu_used_pct: float
+    """Its CPU use since the sample before, in percent of its `cpu_count` CPUs."""
+    memory_used: int
+    memory_total: int
+    memory_cache: int
+    disk_used: int
+    disk_total: int
+
+
 class SwarmError(Exception):
     """A request the server cannot carry out: its `code` says why, its message what to do."""
 
     code: ClassVar[str]
     field: str | None = None
     """The request's field at fault, if one is."""
+    retry_after: int | None = None
+    """In how many seconds the same request may succeed, when that is known."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -469,6 +502,16 @@ class MemoryFull(SwarmError):
     code = "memory_full"
 
 
+class QuotaExceeded(SwarmError):
+    """A start past one of the account's quotas: what is left, and when more is."""
+
+    code = "quota_exceeded"
+
+    def __init__(self, message: str, retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class EngineStopped(SwarmError):
     """The scheduler stopped: nothing starts any more."""
 
@@ -479,6 +522,19 @@ class BootFailed(SwarmError):
     """A sandbox could not be made."""
 
     code = "boot_failed"
+
+
+class HostExhausted(SwarmError):
+    """A sandbox could not be made for lack of a resource of this machine (memory, disk
+    space, descriptors, processes): the request was fine, a later one may succeed."""
+
+    code = "host_exhausted"
+
+    def __init__(self, resource: str, cause: str) -> None:
+        super().__init__(
+            f"sandbox boot failed: this machine is short of {resource} ({cause}); "
+            "try again once sandboxes have ended"
+        )
 
 
 class LeaseEnded(SwarmError):

@@ -56,6 +56,11 @@ class RunView:
             self.counts[sandbox.status] += 1
 
     @property
+    def sandboxes(self) -> Sequence[SandboxRecord]:
+        """The run's sandboxes in input order (read only: `Runs` makes every change)."""
+        return self._sandboxes
+
+    @property
     def size(self) -> int:
         """Roughly the bytes this view holds (its encoded sandboxes, once encoded)."""
         return len(self._array) if self._array is not None else 512 * len(self._sandboxes)
@@ -110,6 +115,9 @@ class Runs:
         self.isolation = isolation
         """The isolation every run reports (the sandbox host's)."""
         self._views: OrderedDict[str, RunView] = OrderedDict()
+        self.changes = 0
+        """How many changes runs and sandboxes have had since the server started: what was
+        made from them at the same count is still right (the web console's pages)."""
 
     # reading
 
@@ -183,6 +191,7 @@ class Runs:
         """Record a new run with its queued sandboxes (and the idempotency key that started
         it: namespace, key, digest); its view."""
         self.store.insert_run(run, inputs, sandbox_ids, idempotency)
+        self.changes += 1
         view = self.get(run.id)
         assert view is not None
         return view
@@ -232,6 +241,7 @@ class Runs:
         """End every queued sandbox of the run (they never start)."""
         fields = _ended(outcome)
         self.store.end_sandboxes(run_id, "queued", fields)
+        self.changes += 1
         if (view := self._views.get(run_id)) is not None:
             view._end_sandboxes("queued", fields)
 
@@ -242,11 +252,13 @@ class Runs:
 
     def _set_run(self, run_id: str, fields: Mapping[str, Any]) -> None:
         self.store.update_run(run_id, fields)
+        self.changes += 1
         if (view := self._views.get(run_id)) is not None:
             view._set_run(fields)
 
     def _set_sandbox(self, run_id: str, idx: int, fields: Mapping[str, Any]) -> None:
         self.store.update_sandbox(run_id, idx, fields)
+        self.changes += 1
         if (view := self._views.get(run_id)) is not None:
             view._set_sandbox(idx, fields)
 

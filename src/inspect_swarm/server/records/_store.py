@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..._swarms_api import START_FIELDS
 from ..model._keys import ROOT, Owner, key_hash
 from ..model._types import (
     STATUSES,
@@ -33,6 +34,7 @@ from ..model._types import (
     SandboxRecord,
     Size,
 )
+from ._wire import spec_object
 
 SCHEMA_VERSION = 2
 """1: keys stored hashed in `keys` (version 0 kept lease keys in `leases.api_key`), and
@@ -187,6 +189,15 @@ class Store:
         ):
             counts[status] = n
         return counts
+
+    def queued(self, account: str) -> int:
+        """How many sandboxes of the account's unfinished runs wait to start."""
+        row = self._db.execute(
+            "SELECT COUNT(*) FROM sandboxes WHERE status = 'queued' AND run_id IN "
+            "(SELECT id FROM runs WHERE account = ? AND status != 'completed')",
+            (account,),
+        ).fetchone()
+        return int(row[0])
 
     # sandboxes
 
@@ -470,30 +481,23 @@ _SANDBOX_COLUMNS = (
 
 
 def _spec_json(spec: RunSpec) -> str:
-    """A run's spec as stored (the API's names, as the first version stored it)."""
-    command = spec.command if isinstance(spec.command, str) else list(spec.command)
-    size = {"name": spec.size.name, "vcpus": spec.size.vcpus, "memoryGb": spec.size.memory_gb}
-    return json.dumps(
-        {
-            "command": command,
-            "size": size,
-            "timeoutSeconds": spec.timeout_seconds,
-            "template": spec.template,
-            "resultPath": spec.result_path,
-        }
-    )
+    """A run's spec as stored: by the start's wire names, as the API shows it."""
+    return json.dumps(spec_object(spec))
 
 
 def _spec(text: str) -> RunSpec:
     spec = json.loads(text)
-    command = spec["command"]
-    size = spec["size"]
+
+    def stored(name: str) -> Any:
+        return spec[START_FIELDS[name].wire]
+
+    command, size = stored("command"), stored("size")
     return RunSpec(
         command if isinstance(command, str) else tuple(command),
         Size(size["vcpus"], size["memoryGb"]),
-        spec["timeoutSeconds"],
-        spec["template"],
-        spec["resultPath"],
+        stored("timeout_seconds"),
+        stored("template"),
+        stored("result_path"),
     )
 
 

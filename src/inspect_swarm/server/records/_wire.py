@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from ..._swarms_api import START_FIELDS
 from ..model._types import (
     ENDED,
     Access,
@@ -23,12 +24,13 @@ from ..model._types import (
     LeaseState,
     LongLivedRecord,
     RunRecord,
+    RunSpec,
     SandboxRecord,
     ServerState,
     Size,
 )
 
-ENVD_VERSION = "0.5.7"
+ENVD_VERSION = "0.6.2"
 """The envd protocol version this server speaks (gates the E2B SDK's features)."""
 
 
@@ -42,6 +44,19 @@ def iso(timestamp: float | None) -> str | None:
 def size_object(size: Size) -> dict[str, Any]:
     """A `size` object."""
     return {"name": size.name, "vcpus": size.vcpus, "memoryGb": size.memory_gb}
+
+
+def spec_object(spec: RunSpec) -> dict[str, Any]:
+    """What every sandbox of a run runs, by the start's wire names (`resultPath`...)."""
+    command = spec.command if isinstance(spec.command, str) else list(spec.command)
+    values = {
+        "command": command,
+        "size": size_object(spec.size),
+        "timeout_seconds": spec.timeout_seconds,
+        "template": spec.template,
+        "result_path": spec.result_path,
+    }
+    return {START_FIELDS[name].wire: value for name, value in values.items()}
 
 
 def sandbox_object(sandbox: SandboxRecord) -> dict[str, Any]:
@@ -75,7 +90,6 @@ def run_object(
         "name": run.name,
         "status": run.status,
         "count": run.count,
-        "size": size_object(spec.size),
         "concurrency": run.concurrency,
         "counts": dict(counts),
         "done": sum(counts[s] for s in ENDED),
@@ -83,10 +97,7 @@ def run_object(
         "error": run.error,
         "durationSeconds": round(end - run.created_at, 3),
         "estimatedCostCents": 0,
-        "command": spec.command if isinstance(spec.command, str) else list(spec.command),
-        "timeoutSeconds": spec.timeout_seconds,
-        "template": spec.template,
-        "resultPath": spec.result_path,
+        **spec_object(spec),
         "createdAt": iso(run.created_at),
         "endedAt": iso(run.ended_at),
         "leaseId": run.lease_id,

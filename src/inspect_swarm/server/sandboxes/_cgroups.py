@@ -52,14 +52,29 @@ class Limits:
     pids: int = 4096
 
 
+@dataclass(frozen=True)
+class Usage:
+    """What a sandbox uses at one moment."""
+
+    cpu_seconds: float
+    """CPU time its processes have used, in all."""
+    memory: int
+    """Memory in use, page cache included, in bytes."""
+    cache: int
+    """Of that, page cache, in bytes."""
+    disk: int = 0
+    """Its disk's bytes in use (0 where it has no disk of its own)."""
+    disk_total: int = 0
+
+
 def default_pids_cap() -> int:
-    """Three quarters of the processes the kernel allows in all (the smaller of
-    `kernel.pid_max` and `kernel.threads-max`): the rest is the host's."""
+    """A quarter of the processes the kernel allows in all (the smaller of `kernel.pid_max`
+    and `kernel.threads-max`), so that even three servers on one host leave it a quarter."""
     limits = []
     for name in ("pid_max", "threads-max"):
         with contextlib.suppress(OSError, ValueError):
             limits.append(int(Path(f"/proc/sys/kernel/{name}").read_text()))
-    return max(1, 3 * min(limits, default=32768) // 4)
+    return max(1, min(limits, default=32768) // 4)
 
 
 def _own_cgroups() -> dict[str, str]:
@@ -373,6 +388,22 @@ class SandboxCgroup:
                 return int(value)
         return 0
 
+    def usage(self) -> Usage:
+        """The CPU time and memory its processes use (zeros without cgroups)."""
+        if self.mode == "none":
+            return Usage(0.0, 0, 0)
+        v2 = self.mode == "v2"
+        memory = int(
+            _read(self._file("memory", "memory.current" if v2 else "memory.usage_in_bytes"))
+        )
+        stat = _fields(_read(self._file("memory", "memory.stat")))
+        cache = stat.get("file" if v2 else "total_cache", stat.get("cache", 0))
+        if v2:
+            cpu = _fields(_read(self._file("cpu", "cpu.stat"))).get("usage_usec", 0) / 1e6
+        else:  # the cpu controller alone counts no time: the processes' own, then
+            cpu = sum(_cpu_seconds(pid) for pid in self.pids())
+        return Usage(cpu, memory, cache)
+
     def pids(self) -> list[int]:
         """Every process in the sandbox."""
         found: set[int] = set()
@@ -393,6 +424,25 @@ class SandboxCgroup:
     def remove(self) -> bool:
         """Remove the (empty) cgroups; False while processes remain."""
         return _remove_dirs(self._dirs.values())
+
+
+def _fields(text: str) -> dict[str, int]:
+    """A cgroup file of `name value` lines."""
+    pairs = (line.split() for line in text.splitlines())
+    return {pair[0]: int(pair[1]) for pair in pairs if len(pair) == 2 and pair[1].isdigit()}
+
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """The CPU time a process and its reaped children used (0 once it is gone)."""
+    try:
+        fields = _read(Path(f"/proc/{pid}/stat")).rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    # after the name: state is field 3; utime, stime, cutime, cstime are 14 to 17
+    return sum(int(value) for value in fields[11:15]) / _TICKS
 
 
 # cgroup files are small and written often: without the text layer of `open`

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import os
 import shutil
 import signal
@@ -27,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
+
+from ._terminal import Terminal, TerminalSize, resize, take_controlling_terminal
 
 _PR_SET_PDEATHSIG = 1
 _READ_CHUNK = 65536
@@ -48,9 +51,12 @@ def _close(fd: int) -> None:
 class ChildProcess:
     """A started process with non-blocking pipes (stdin only when asked for)."""
 
-    def __init__(self, stdin: int | None, stdout: int, stderr: int) -> None:
+    def __init__(self, stdio: Stdio) -> None:
+        stdin, stdout, stderr = stdio.ours
         self._fds: dict[str, int | None] = {"stdin": stdin, "stdout": stdout, "stderr": stderr}
         self._with_stdin = stdin is not None
+        self.terminal = stdio.terminal
+        """Whether its stdin and stdout are a terminal (stdout then carries all its output)."""
         for fd in self._fds.values():
             if fd is not None:
                 os.set_blocking(fd, False)
@@ -93,6 +99,10 @@ class ChildProcess:
                 except anyio.ClosedResourceError:
                     return  # the process was closed while its output was being read
                 continue
+            except OSError as ex:
+                if ex.errno == errno.EIO:  # a terminal whose every command end is closed
+                    return
+                raise
             if not data:
                 return
             yield data
@@ -117,6 +127,13 @@ class ChildProcess:
         """Close stdin, so the process reads end of file."""
         self._release("stdin")
 
+    def resize(self, size: TerminalSize) -> None:
+        """Resize the process's terminal (ValueError if it has none; nothing once closed)."""
+        if not self.terminal:
+            raise ValueError(f"process {self.pid} has no terminal")
+        if (fd := self._fds["stdout"]) is not None:
+            resize(fd, size)
+
     def _release(self, name: str) -> None:
         fd = self._fds[name]
         if fd is not None:
@@ -136,11 +153,9 @@ class HostProcess(ChildProcess):
         self,
         popen: subprocess.Popen[bytes],
         new_session: bool,
-        stdin: int | None,
-        stdout: int,
-        stderr: int,
+        stdio: Stdio,
     ) -> None:
-        super().__init__(stdin, stdout, stderr)
+        super().__init__(stdio)
         self._popen = popen
         self._new_session = new_session
         self._pidfd = os.pidfd_open(popen.pid)
@@ -180,12 +195,10 @@ class SandboxProcess(ChildProcess):
     def __init__(
         self,
         status: int,
-        stdin: int | None,
-        stdout: int,
-        stderr: int,
+        stdio: Stdio,
         signal_group: Callable[[int, int], None],
     ) -> None:
-        super().__init__(stdin, stdout, stderr)
+        super().__init__(stdio)
         self._status = _Lines(status)
         self._signal_group = signal_group
         self._pid = 0
@@ -250,12 +263,73 @@ class _Lines:
             self._fd = -1
 
 
+@dataclass(frozen=True)
+class Stdio:
+    """A new process's stdin, stdout and stderr: the server's ends and the process's."""
+
+    ours: tuple[int | None, int, int | None]
+    """stdin (None: not asked for), stdout, stderr (None: a terminal carries it)."""
+    theirs: tuple[int, int, int] | tuple[int, int]
+    """The process's stdout, stderr and stdin (without one: its stdin is empty)."""
+    terminal: bool = False
+
+    @classmethod
+    def of(cls, stdin: bool, terminal: Terminal | None) -> Stdio:
+        """The terminal's, if there is one, else pipes."""
+        return cls.pipes(stdin) if terminal is None else cls.of_terminal(terminal)
+
+    @classmethod
+    def pipes(cls, stdin: bool) -> Stdio:
+        """A pipe for each stream (stdin only when asked for)."""
+        out, err = os.pipe(), os.pipe()
+        if not stdin:
+            return cls((None, out[0], err[0]), (out[1], err[1]))
+        into = os.pipe()
+        return cls((into[1], out[0], err[0]), (out[1], err[1], into[0]))
+
+    @classmethod
+    def of_terminal(cls, terminal: Terminal) -> Stdio:
+        """A terminal for all three: the process's end is its stdin, stdout and stderr."""
+        device = terminal.device
+        return cls((os.dup(terminal.controller), terminal.controller, None), (device,) * 3, True)
+
+    def close_theirs(self) -> None:
+        """Close the process's ends (it has them, or never will)."""
+        for fd in set(self.theirs):
+            os.close(fd)
+
+    def close_ours(self) -> None:
+        """Close the server's ends (the process did not start)."""
+        for fd in self.ours:
+            if fd is not None:
+                os.close(fd)
+
+
 def _pdeathsig_hook() -> Callable[[], None]:
     """Without setpriv: PR_SET_PDEATHSIG from a pre-exec hook (forks the whole server)."""
     libc = ctypes.CDLL(None, use_errno=True)
 
     def hook() -> None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+    return hook
+
+
+def _pre_exec(options: SpawnOptions) -> Callable[[], None] | None:
+    """What the child does before exec, if anything: a hook makes `subprocess` fork the whole
+    server, so only for what `setpriv` cannot do (dying with the server, without setpriv) and
+    for a terminal's session taking it as its controlling terminal."""
+    hooks = []
+    if options.die_with_server and _SETPRIV is None:
+        hooks.append(_pdeathsig_hook())
+    if options.terminal is not None:
+        hooks.append(take_controlling_terminal)
+    if not hooks:
+        return None
+
+    def hook() -> None:
+        for each in hooks:
+            each()
 
     return hook
 
@@ -282,35 +356,33 @@ class SpawnOptions:
     new_session: bool = True
     """Own session and process group, so the whole group can be signalled."""
     stdin: bool = False
+    terminal: Terminal | None = None
+    """A terminal for stdin, stdout and stderr (its session's controlling terminal)."""
     pass_fds: Sequence[int] = ()
     die_with_server: bool = True
 
 
 def spawn(options: SpawnOptions) -> HostProcess:
     """Start a host process (fork and exec happen on the calling thread)."""
-    hook = _pdeathsig_hook() if options.die_with_server and _SETPRIV is None else None
-    stdin = os.pipe() if options.stdin else None
-    stdout, stderr = os.pipe(), os.pipe()
-    theirs = [stdout[1], stderr[1], *(stdin[:1] if stdin else [])]
+    terminal = options.terminal
+    stdio = Stdio.of(options.stdin, terminal)
+    new_session = options.new_session or terminal is not None
+    out, err, *into = stdio.theirs
     try:
         popen = subprocess.Popen(
             _wrapped_argv(options),
-            stdin=stdin[0] if stdin else subprocess.DEVNULL,
-            stdout=stdout[1],
-            stderr=stderr[1],
+            stdin=into[0] if into else subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
             cwd=options.cwd,
             env=dict(options.env),
-            start_new_session=options.new_session,
+            start_new_session=new_session,
             pass_fds=tuple(options.pass_fds),
-            preexec_fn=hook,
+            preexec_fn=_pre_exec(options),
         )
     except BaseException:
-        for fd in (stdout[0], stderr[0], *(stdin[1:] if stdin else [])):
-            os.close(fd)
+        stdio.close_ours()
         raise
     finally:
-        for fd in theirs:
-            os.close(fd)
-    return HostProcess(
-        popen, options.new_session, stdin[1] if stdin else None, stdout[0], stderr[0]
-    )
+        stdio.close_theirs()
+    return HostProcess(popen, new_session, stdio)

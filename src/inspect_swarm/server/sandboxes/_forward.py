@@ -9,7 +9,9 @@ everyone else.
 One thread waits on the listeners of every sandbox (most sandboxes never connect: a thread
 each would cost more than their commands), and two threads pump each connection. A sandbox
 may hold at most `limit` connections at once (each costs the server three descriptors and
-two threads): one past it is accepted and closed at once, and the sandbox sees it reset.
+two threads): one past it is accepted and closed at once, and the sandbox sees it reset. The
+server knows a forwarded connection by its source address and port (`forwarded`), so that
+its cap on the connections of one client address counts sandboxes by their own cap instead.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class Forwarder:
         self._target = target
         self._limit = limit
         self._listeners: dict[int, _Listener] = {}
+        self._sources: set[tuple[str, int]] = set()
         self._lock = threading.Lock()
         self._epoll: select.epoll | None = None
         self._stop = -1
@@ -65,6 +68,11 @@ class Forwarder:
                 pairs = list(entry.pairs)
             for pair in pairs:
                 pair.cut()
+
+    def forwarded(self, peer: tuple[str, int]) -> bool:
+        """Whether a connection to the server from `peer` is one this forwarder made."""
+        with self._lock:
+            return peer in self._sources
 
     def close(self) -> None:
         """Stop the accepting thread (the listeners must have been removed)."""
@@ -99,11 +107,11 @@ class Forwarder:
             return
         inside.setblocking(True)
         try:
-            outside = socket.create_connection(self._target)
+            outside, address = self._dial()
         except OSError:
             inside.close()
             return
-        pair = _Pair(inside, outside)
+        pair = _Pair(inside, outside, address)
         with self._lock:
             entry.pairs.add(pair)
             cut = entry.closed
@@ -126,7 +134,28 @@ class Forwarder:
             pair.pumping -= 1
             if pair.pumping == 0:
                 entry.pairs.discard(pair)
+                self._sources.discard(pair.source)
                 pair.close()
+
+    def _dial(self) -> tuple[socket.socket, tuple[str, int]]:
+        """A connection to the server, its source known to `forwarded` before it connects."""
+        family = socket.AF_INET6 if ":" in self._target[0] else socket.AF_INET
+        outside = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            outside.bind((self._target[0], 0))  # the server's own address: this machine's
+            source: tuple[str, int] = outside.getsockname()[:2]
+            with self._lock:
+                self._sources.add(source)
+            try:
+                outside.connect(self._target)
+            except OSError:
+                with self._lock:
+                    self._sources.discard(source)
+                raise
+        except OSError:
+            outside.close()
+            raise
+        return outside, source
 
 
 def _reset(sock: socket.socket) -> None:
@@ -147,8 +176,12 @@ class _Listener:
 class _Pair:
     """A connection from inside the sandbox and its connection to the server."""
 
-    def __init__(self, inside: socket.socket, outside: socket.socket) -> None:
+    def __init__(
+        self, inside: socket.socket, outside: socket.socket, source: tuple[str, int]
+    ) -> None:
         self.sockets = (inside, outside)
+        self.source = source
+        """The outside connection's address and port."""
         self.pumping = 2
 
     def cut(self) -> None:

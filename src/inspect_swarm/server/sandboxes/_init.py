@@ -37,7 +37,8 @@ network, if asked, or `error: ...`; or only `error: ...` from the factory.
 
 Requests on the control socket: `spawn` with descriptors [request, status, stdout, stderr,
 stdin?], the request a memfd holding {"argv", "env", "cwd", "user", "uid", "gid"} (argv may
-be megabytes); `signal PID SIG` sends SIG to the process group of a command still running;
+be megabytes) and, for a command on a terminal (the three descriptors its end), "tty": the
+terminal's path, which the command opens as its controlling terminal; `signal PID SIG` sends SIG to the process group of a command still running;
 `reset HOSTNAME` makes the sandbox anew for a run's next command (`_reset`: a fraction of a
 boot's cost, most of which is the PID and network namespaces and the fork of PID 1), then
 answers as a boot does, `ready [listener]` (with a new listener if the network was made
@@ -231,6 +232,34 @@ def _readable(info: os.stat_result) -> bool:
     return info.st_mode & wanted == wanted
 
 
+def _unreadable(source: str, target: str) -> list[str]:
+    """What, in the host's `source` (on its file system alone, as it is lent), not every user
+    of the host may read: the files and directories a sandbox gets at `target` and the rest
+    below it, to be hidden there (root in a sandbox may read any file it is shown)."""
+    info = os.stat(source)
+    if not _readable(info):
+        return [target]
+    device = info.st_dev
+    found: list[str] = []
+    directories = [source] if stat.S_ISDIR(info.st_mode) else []
+    while directories:
+        with contextlib.suppress(FileNotFoundError), os.scandir(directories.pop()) as entries:
+            for entry in entries:
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # gone since the directory was read
+                if info.st_dev != device or not (
+                    stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)
+                ):
+                    continue  # a mount point (not lent), a link, a device...
+                if not _readable(info):
+                    found.append(target + entry.path[len(source) :])
+                elif stat.S_ISDIR(info.st_mode):
+                    directories.append(entry.path)
+    return found
+
+
 def _copy(source: str, target: str, keep_links: tuple[str, ...]) -> None:
     """Copy `source` to `target` with modes, owners and times, keeping only what every user of the
     host may read. A symlink stays one where it leads into `keep_links`; else what it
@@ -378,6 +407,9 @@ class _Setup:
         self.base: str = settings["base"]
         self.layers: list[str] = []
         """The host's directories each root lays a writable layer over, as the root's own."""
+        self.unreadable: list[str] = []
+        """What each root hides, in the sandbox's terms: what of the host's directories and
+        exposed paths not every user of the host may read."""
         self.filter = b""
         """The seccomp program of PID 1 and every command, with placeholders for PID 1's key."""
         self.key_at: list[int] = []
@@ -412,6 +444,8 @@ def _prepare(settings: dict[str, Any]) -> _Setup:
     _shadow(base)
     for source, target in settings["mounts"]:
         _mountpoint(base, source, target)
+    for source, target in [*((path, path) for path in setup.layers), *settings["exposes"]]:
+        setup.unreadable += _unreadable(source, target)
     _mount("none", base, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
     program = _command_filter(_MACHINE)
     setup.filter = _pack(program)
@@ -487,8 +521,7 @@ def _mount_dev(root: str) -> None:
 
 
 def _mask(root: str, path: str) -> str | None:
-    """Hide `path` (a directory under an empty read-only tmpfs, a file under /dev/null);
-    where it mounted, if it did."""
+    """Hide the host's `path` where the root has it; where it mounted, if it did."""
     # the root shows the host's directories as the host resolves them: a mask at or below a
     # link must cover where the link leads (resolved here, the link would lead out of `root`)
     try:
@@ -497,6 +530,15 @@ def _mask(root: str, path: str) -> str | None:
             target = root + os.readlink(f"/proc/self/fd/{fd}")
         finally:
             os.close(fd)
+    except OSError:
+        return None  # nothing there to hide
+    return _cover(root, target)
+
+
+def _cover(root: str, target: str) -> str | None:
+    """Hide `target` (a directory under an empty read-only tmpfs, a file under the root's
+    /dev/null); `target` if it mounted there."""
+    try:
         kind = os.lstat(target).st_mode  # what the sandbox has there (not under its /tmp)
     except OSError:
         return None  # nothing there to hide
@@ -515,11 +557,14 @@ def _bind_read_only(source: str, target: str, flags: int = _MS_NOEXEC) -> None:
     _mount("none", target, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | flags)
 
 
-def _mount_overlay(lower: str, layer: str, name: str, target: str) -> None:
-    """Lay the upper layer `name` of the sandbox's layer directory over `lower` at `target`."""
-    # volatile (Linux 5.10+) skips the syncs of a throwaway upper layer: copy-ups are ten
-    # times faster, and ending the sandbox does not sync the whole disk
-    options = f"lowerdir={lower},upperdir={layer}/up/{name},workdir={layer}/wd/{name}"
+def _mount_overlay(lower: str, name: str, target: str) -> None:
+    """Lay the upper layer `name` of the sandbox's layer directory (the working directory)
+    over `lower` at `target`."""
+    # the sandbox's mountinfo shows the options as given: paths relative to the layer
+    # directory show nothing of where the server keeps it. volatile (Linux 5.10+) skips the
+    # syncs of a throwaway upper layer: copy-ups are ten times faster, and ending the sandbox
+    # does not sync the whole disk
+    options = f"lowerdir={lower},upperdir=up/{name},workdir=wd/{name}"
     try:
         _mount("overlay", target, "overlay", 0, options + ",volatile")
     except OSError:
@@ -550,9 +595,10 @@ def _build_root(config: dict[str, Any], setup: _Setup, layer: str) -> bool:
     (read-only) and shares (read-write).
     """
     root = layer + "/mnt"
-    _mount_overlay(setup.base, layer, _layer_name("/"), root)
+    os.chdir(layer)
+    _mount_overlay(os.path.relpath(setup.base), _layer_name("/"), root)
     for path in setup.layers:
-        _mount_overlay(path, layer, _layer_name(path), root + path)
+        _mount_overlay(path, _layer_name(path), root + path)
     _mount("proc", root + "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
     _mount("sysfs", root + "/sys", "sysfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
     _mount_scratch(root)
@@ -570,6 +616,7 @@ def _build_root(config: dict[str, Any], setup: _Setup, layer: str) -> bool:
         targets.append(root + path)
     # masks last: they may lie in what is exposed or shared
     targets += [_mask(root, path) for path in (*_HIDDEN, *config["masks"])]
+    targets += [_cover(root, root + path) for path in setup.unreadable]
     # pivot_root(".", ".") stacks the old root under the new one, so no directory is needed
     os.chdir(root)
     _check(_call("pivot_root", b".", b"."), "pivot_root")
@@ -594,6 +641,16 @@ def _listen(port: int, ipv6: bool) -> socket.socket:
     listener.bind(("", port))
     listener.listen(128)
     return listener
+
+
+def _hide_command_line() -> None:
+    """Write `init` over the factory's command line that PID 1 inherited (the interpreter's
+    and the server's paths), as the sandbox reads it in /proc/1/cmdline; the bytes stay where
+    they are (moving them takes CAP_SYS_RESOURCE)."""
+    with open("/proc/self/stat") as own:
+        fields = own.read().rpartition(")")[2].split()
+    start, end = int(fields[45]), int(fields[46])  # arg_start and arg_end: fields 48 and 49
+    ctypes.memmove(start, b"init".ljust(end - start, b"\0"), end - start)
 
 
 def _parent_pid() -> int:
@@ -1034,6 +1091,7 @@ def _init(
         _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if _parent_pid() != factory:  # the factory died before the request took effect
             os._exit(1)
+        _hide_command_line()
         null = os.open("/dev/null", os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(null, fd)
@@ -1201,7 +1259,7 @@ def _start(request: dict[str, Any], stdin: int, stdout: int, stderr: int) -> int
             _enter(cwd, groups is not None)
         except OSError as ex:
             raise _NotStarted(f"cannot change directory to {cwd!r}: {ex.strerror}", 125) from None
-        return _spawnp(argv, env, (stdin, stdout, stderr))
+        return _spawnp(argv, env, (stdin, stdout, stderr), request.get("tty"))
     finally:
         if groups is not None:
             _become_root(groups)
@@ -1218,16 +1276,26 @@ def _enter(cwd: str, as_user: bool) -> None:
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
 
 
-def _spawnp(argv: list[str], env: dict[str, str], stdio: tuple[int, int, int]) -> int:
+def _spawnp(
+    argv: list[str], env: dict[str, str], stdio: tuple[int, int, int], tty: str | None
+) -> int:
+    actions: list[tuple[Any, ...]] = [(os.POSIX_SPAWN_DUP2, fd, n) for n, fd in enumerate(stdio)]
+    if tty is not None:
+        # opened by name in its new session (glibc's child calls setsid first), a terminal
+        # becomes the session's controlling terminal
+        actions.append((os.POSIX_SPAWN_OPEN, 0, tty, os.O_RDWR, 0))
     try:
         return os.posix_spawnp(
             argv[0],
             argv,
             env,
-            file_actions=[(os.POSIX_SPAWN_DUP2, fd, n) for n, fd in enumerate(stdio)],
+            file_actions=actions,
             setsid=True,
             resetids=True,
             setsigdef=_DEFAULT_SIGNALS,
+            # none blocked, whatever the thread that started the server had blocked (a Ray
+            # worker's): a terminal's ^C, or a SIGTERM, reaches the command
+            setsigmask=(),
         )
     except OSError as ex:
         code = 127 if ex.errno == errno.ENOENT else 126

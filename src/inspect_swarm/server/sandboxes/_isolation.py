@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import dataclasses
 import errno
 import fcntl
 import functools
@@ -36,12 +37,15 @@ from typing import ClassVar, Literal, TypeVar
 
 import anyio
 
+from .._defaults import DISK_GIB
 from . import _files as _sandbox_files
-from ._cgroups import Cgroups, Limits, SandboxCgroup, default_pids_cap
-from ._child_process import ChildProcess, HostProcess, SandboxProcess, SpawnOptions, spawn
+from ._cgroups import Cgroups, Limits, SandboxCgroup, Usage, default_pids_cap
+from ._child_process import ChildProcess, HostProcess, SandboxProcess, SpawnOptions, Stdio, spawn
 from ._disks import Disk, DiskError, DiskPool
 from ._forward import MAX_CONNECTIONS, Forwarder
 from ._init import KEPT_CAPABILITIES
+from ._terminal import Terminal, TerminalSize, open_in_root, open_on_host
+from ._watch import DirectoryWatch
 
 IsolationMode = Literal["namespaces", "process"]
 NetworkMode = Literal["none", "host"]
@@ -51,8 +55,8 @@ T = TypeVar("T")
 _INIT = Path(__file__).with_name("_init.py")
 _BOOT_TIMEOUT = 30.0
 GIB = 1024**3
-DISK_BYTES = 12 * GIB
-"""Each sandbox's disk, as the spec's (`--disk-gib` sets another)."""
+DISK_BYTES = DISK_GIB * GIB
+"""Each sandbox's disk, unless told otherwise."""
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt")
 """The host's directories every sandbox has, under a writable layer of its own (a link among
 them, as merged-/usr systems have, is a link in the sandbox too)."""
@@ -130,6 +134,20 @@ def namespaces_supported() -> bool:
     return sys.platform == "linux" and os.geteuid() == 0
 
 
+@dataclass(frozen=True)
+class Launch:
+    """A command to start in a sandbox, as `Sandbox.exec` completed it."""
+
+    argv: Sequence[str]
+    env: dict[str, str]
+    cwd: str
+    user: User
+    stdin: bool
+    terminal: TerminalSize | None
+    """The size of the terminal to open for it (its stdin, stdout and stderr), or None:
+    pipes."""
+
+
 @dataclass
 class Sandbox:
     """One isolated environment; subclasses say how processes start in it."""
@@ -155,9 +173,7 @@ class Sandbox:
         (raises SandboxError when it cannot: end it and create one instead)."""
         raise SandboxError(f"sandbox {self.id} cannot be made anew")
 
-    async def _start(
-        self, argv: Sequence[str], env: dict[str, str], cwd: str, user: User, stdin: bool
-    ) -> ChildProcess:
+    async def _start(self, launch: Launch) -> ChildProcess:
         raise NotImplementedError
 
     def user(self, name: str) -> User:
@@ -178,16 +194,31 @@ class Sandbox:
         cwd: str | None = None,
         user: User = ROOT,
         stdin: bool = False,
+        terminal: TerminalSize | None = None,
     ) -> ChildProcess:
-        """Start `argv` in the sandbox (its own session) and return the process.
+        """Start `argv` in the sandbox (its own session) and return the process; with a
+        `terminal` of that size, that terminal is its stdin, stdout, stderr and controlling
+        terminal.
 
         Raises SandboxError when the sandbox has ended. A program or directory that does not
         exist is the process's failure, as in a shell: exit status 127, 126 or 125 and why.
         """
         full_env = {"PATH": DEFAULT_PATH, "HOME": user.home, "USER": user.name, **env}
-        process = await self._start(argv, full_env, cwd or user.home, user, stdin)
+        launch = Launch(argv, full_env, cwd or user.home, user, stdin, terminal)
+        process = await self._start(launch)
         self._processes.add(process)
         return process
+
+    async def watch(self, user: User, path: str, recursive: bool) -> DirectoryWatch:
+        """Watch a directory of the sandbox (and those below it if `recursive`) with what
+        `user` may read; OSError (as a file call's) if it cannot."""
+        watch = DirectoryWatch(functools.partial(self.as_user, user), path, recursive)
+        try:
+            await watch.start()
+        except BaseException:
+            watch.close()
+            raise
+        return watch
 
     async def ended(self) -> None:
         """Wait until the sandbox ends on its own (in this mode it never does)."""
@@ -210,6 +241,10 @@ class Sandbox:
     def write_file(self, path: str, data: bytes, user: User = ROOT) -> None:
         """Write a file of the sandbox as `user`."""
         self.as_user(user, lambda root: _sandbox_files.write_file(root, path, data))
+
+    def usage(self) -> Usage:
+        """What the sandbox uses now (blocks: it reads the cgroups)."""
+        return self.cgroup.usage()
 
     def oom_killed(self) -> bool:
         """Whether the kernel killed a process of the sandbox for memory."""
@@ -297,8 +332,9 @@ class NamespaceSandbox(Sandbox):
     """A socket listening inside the sandbox, whose connections go to the server."""
     _sending: anyio.Lock = field(default_factory=anyio.Lock)
     _fds: threading.Lock = field(default_factory=threading.Lock)
-    """Held while PID 1's or the root's descriptor is opened from or closed: file access
-    runs on worker threads, and a number closed under it could be another sandbox's next."""
+    """Held while PID 1's, the root's or the layers' descriptor is used from or closed: file
+    access runs on worker threads, and a number closed under it could be another sandbox's
+    next."""
     reusable = True
 
     @property
@@ -320,33 +356,43 @@ class NamespaceSandbox(Sandbox):
             root_fd, user.name, user.uid, user.gid, _kept_mask(), operation
         )
 
-    async def _start(
-        self, argv: Sequence[str], env: dict[str, str], cwd: str, user: User, stdin: bool
-    ) -> ChildProcess:
-        request = {"argv": list(argv), "env": env, "cwd": cwd}
+    def _terminal(self, user: User, size: TerminalSize) -> Terminal:
+        """A terminal of the sandbox's own devpts, opened as `user` (so it is theirs)."""
+        return self.as_user(user, lambda root: open_in_root(root, size))
+
+    async def _start(self, launch: Launch) -> ChildProcess:
+        user, size = launch.user, launch.terminal
+        request = {"argv": list(launch.argv), "env": launch.env, "cwd": launch.cwd}
+        terminal = None
+        if size is not None:
+            terminal = await anyio.to_thread.run_sync(self._terminal, user, size)
+        streams = Stdio.of(launch.stdin, terminal)
+        if terminal is not None:
+            # PID 1 opens it again by name in the command's new session: its controlling tty
+            request["tty"] = terminal.path
         memfd = _memfd(
             marshal.dumps(request | {"user": user.name, "uid": user.uid, "gid": user.gid})
         )
-        status, stdout, stderr = os.pipe(), os.pipe(), os.pipe()
-        stdin_pipe = os.pipe() if stdin else None
-        theirs = [memfd, status[1], stdout[1], stderr[1], *(stdin_pipe[:1] if stdin_pipe else [])]
-        process = SandboxProcess(
-            status[0], stdin_pipe[1] if stdin_pipe else None, stdout[0], stderr[0], self._signal
-        )
+        status = os.pipe()
+        theirs = [memfd, status[1]]
+        process = SandboxProcess(status[0], streams, self._signal)
         try:
-            await self._send(b"spawn", theirs)
+            await self._send(b"spawn", [*theirs, *streams.theirs])
         except BaseException:
             process.close()
             raise
         finally:
             _close_all(theirs)
+            streams.close_theirs()
         try:
             # PID 1 answers at once; a command it started must not be lost to a cancellation
             with anyio.CancelScope(shield=True):
                 await process.started()
         except RuntimeError as ex:
             process.close()
-            raise SandboxError(f"cannot start {argv[0]!r} in sandbox {self.id}: {ex}") from None
+            raise SandboxError(
+                f"cannot start {launch.argv[0]!r} in sandbox {self.id}: {ex}"
+            ) from None
         return process
 
     async def _send(self, message: bytes, fds: Sequence[int]) -> None:
@@ -383,6 +429,18 @@ class NamespaceSandbox(Sandbox):
         old = [entry.path for entry in os.scandir(layers) if ".old" in entry.name]
         if old:
             await anyio.to_thread.run_sync(_remove_trees, old)
+
+    def usage(self) -> Usage:
+        """What the sandbox uses now, its disk's bytes included (blocks)."""
+        used = self.cgroup.usage()
+        with self._fds:  # not a number closed meanwhile, maybe another's by now
+            if self.layer_fd < 0:
+                return used
+            disk = os.statvfs(f"/proc/self/fd/{self.layer_fd}")
+        total = disk.f_blocks * disk.f_frsize
+        return dataclasses.replace(
+            used, disk=total - disk.f_bfree * disk.f_frsize, disk_total=total
+        )
 
     def _control(self) -> socket.socket:
         if self.control is None:
@@ -441,12 +499,13 @@ class NamespaceSandbox(Sandbox):
         with self._fds:
             self.init_fd = _closed(self.init_fd)
             self.root_fd = _closed(self.root_fd)
-        if self.disks is not None and self.layer_fd >= 0:
+            layer, self.layer_fd = self.layer_fd, -1
+        if self.disks is not None and layer >= 0:
             # the disk's last mount: PID 1 ended without waiting to unmount it, and
             # neither does this
-            self.disks.let_go(self.layer_fd)
-            self.layer_fd = -1
-        self.layer_fd = _closed(self.layer_fd)
+            self.disks.let_go(layer)
+        else:
+            _closed(layer)
         if self.disk is not None:
             self.disk.unlink(missing_ok=True)  # its space goes with the last mount of it
 
@@ -460,19 +519,29 @@ class ProcessSandbox(Sandbox):
         """The private directory that stands in for the sandbox's root."""
         return str(self.dir / "root")
 
-    async def _start(
-        self, argv: Sequence[str], env: dict[str, str], cwd: str, user: User, stdin: bool
-    ) -> HostProcess:
-        return self._spawn(argv, env, cwd, user, stdin)
+    async def _start(self, launch: Launch) -> HostProcess:
+        return self._spawn(launch)
 
-    def _spawn(
-        self, argv: Sequence[str], env: dict[str, str], cwd: str, user: User, stdin: bool
-    ) -> HostProcess:
-        host_cwd = Path(self.root + cwd)
+    def _spawn(self, launch: Launch) -> HostProcess:
+        host_cwd = Path(self.root + launch.cwd)
         host_cwd.mkdir(parents=True, exist_ok=True)
-        env |= {"HOME": self.root + user.home, "MARITIME_SANDBOX_ROOT": self.root}
-        options = SpawnOptions(argv, env, str(host_cwd), self.cgroup.procs_files, stdin=stdin)
-        return spawn(options)
+        env = launch.env | {
+            "HOME": self.root + launch.user.home,
+            "MARITIME_SANDBOX_ROOT": self.root,
+        }
+        procs = self.cgroup.procs_files
+        # a terminal of the host's devpts (its processes are the server's user's)
+        terminal = None if launch.terminal is None else open_on_host(launch.terminal)
+        return spawn(
+            SpawnOptions(
+                launch.argv,
+                env,
+                str(host_cwd),
+                procs,
+                stdin=launch.stdin,
+                terminal=terminal,
+            )
+        )
 
     def user(self, name: str) -> User:
         """Every user is the server's own user here, with a private home."""
@@ -541,8 +610,13 @@ class SandboxHost:
             "system": list(SYSTEM_DIRS),
             "etc": list(ETC_ENTRIES),
             "mounts": [*config.exposes, *((path, path) for path in config.shares)],
+            "exposes": list(config.exposes),
         }
         self._factory = _Factory([str(self.sandbox_dir), marshal.dumps(settings).hex()])
+
+    def forwarded(self, peer: tuple[str, int]) -> bool:
+        """Whether a connection to the server from `peer` is a sandbox's, forwarded."""
+        return self._forwarder is not None and self._forwarder.forwarded(peer)
 
     def describe(self) -> dict[str, object]:
         """The isolation this server gives, as reported by the API."""

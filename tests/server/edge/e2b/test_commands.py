@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import errno
 import gc
+import os
 import select
 import signal
 import threading
@@ -25,6 +27,7 @@ from inspect_swarm.server.edge.e2b._envd import Envd
 from inspect_swarm.server.edge.e2b._process_service import Command, ProcessService
 from inspect_swarm.server.model._keys import Owner
 from inspect_swarm.server.model._types import (
+    HostExhausted,
     LongLivedRecord,
     NotFound,
     SandboxSpec,
@@ -37,6 +40,7 @@ from inspect_swarm.server.sandboxes._isolation import (
     IsolationConfig,
     NamespaceSandbox,
     Sandbox,
+    SandboxError,
     SandboxHost,
     User,
 )
@@ -188,6 +192,34 @@ async def test_a_commands_user_is_looked_up_off_the_event_loop(
             tg.cancel_scope.cancel()
     assert events[0] == "start" and events[-1] == "end"
     assert looked_up and loop not in looked_up
+
+
+@pytest.mark.parametrize(
+    ("failure", "resource"),
+    [
+        (SandboxError("/proc/sys/kernel/random/boot_id: Cannot allocate memory"), "memory"),
+        (OSError(errno.EMFILE, os.strerror(errno.EMFILE)), "open files"),
+        (SandboxError("cannot make the sandbox's disk: No space left on device"), "disk space"),
+    ],
+)
+async def test_a_boot_the_machine_lacks_a_resource_for_is_refused_naming_it(
+    domain: SwarmServer, monkeypatch: pytest.MonkeyPatch, failure: Exception, resource: str
+) -> None:
+    async def short(self: SandboxHost, sandbox_id: str, limits: Limits) -> Sandbox:
+        raise failure
+
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            await tg.start(domain.serve)
+            monkeypatch.setattr(SandboxHost, "_create", short)
+            with pytest.raises(HostExhausted, match=f"short of {resource} \\(") as refused:
+                await _start_sandbox(domain)
+            assert str(failure) in refused.value.message
+            assert _booked_gib(domain) == 0
+            monkeypatch.undo()
+            box = await _start_sandbox(domain)  # once the machine has it again, a boot works
+            await domain.kill_sandbox(box.id, ACCOUNT)
+            tg.cancel_scope.cancel()
 
 
 async def test_a_boot_or_an_end_that_fails_unexpectedly_leaves_the_books_right(

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import hmac
+import re
+import time
 from collections.abc import Callable, Coroutine, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -31,6 +34,9 @@ from ._wire import E2BError
 
 DEFAULT_USER = "user"
 """E2B's default user, for requests that name none."""
+KEEPALIVE_SECONDS = 2.0
+"""How often an idle stream carries a keepalive, which is also how soon a client that went
+away is noticed (the Connect server only sees a disconnect when it sends)."""
 
 _CODES = {
     400: Code.INVALID_ARGUMENT,
@@ -57,7 +63,12 @@ def connect_errors() -> Iterator[None]:
     try:
         yield
     except E2BError as ex:
-        raise ConnectError(_CODES.get(ex.status, Code.INTERNAL), ex.message) from None
+        raise ConnectError(connect_code(ex.status), ex.message) from None
+
+
+def connect_code(status: int) -> Code:
+    """The Connect protocol's code for an E2B error's HTTP status."""
+    return _CODES.get(status, Code.INTERNAL)
 
 
 class Envd:
@@ -80,6 +91,31 @@ class Envd:
             raise E2BError(502, f"The sandbox was not found: {sandbox_id}") from None
         if not hmac.compare_digest(headers.get("x-access-token", "").encode(), box.token.encode()):
             raise E2BError(401, f"wrong or missing X-Access-Token for sandbox {sandbox_id}")
+        return box
+
+    def signed(self, params: Mapping[str, str], operation: str) -> LongLivedSandbox:
+        """The sandbox of a signed file URL (`download_url`, `upload_url`): the one whose
+        access token makes its signature of path, operation, user (and expiry)."""
+        signature = params["signature"]
+        expiry = params.get("signature_expiration")
+        if expiry is not None:
+            if not _WHOLE.fullmatch(expiry):
+                raise E2BError(400, f"signature_expiration must be a Unix time, got {expiry!r}")
+            if int(expiry) < time.time():
+                raise E2BError(401, "the URL's signature has expired: make a new URL")
+        fields = [params.get("path", ""), operation, params.get("username", "")]
+
+        def proves(token: str) -> bool:
+            made = sign(":".join([*fields, token, *([expiry] if expiry else [])]))
+            return hmac.compare_digest(made.encode(), signature.encode())
+
+        box = self._server.signed_sandbox(proves)
+        if box is None:
+            raise E2BError(
+                401,
+                f"the URL's signature does not allow this {operation} (wrong, or made for "
+                "another path, user or sandbox): make a new URL",
+            )
         return box
 
     def start_soon(self, func: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
@@ -114,6 +150,15 @@ class Envd:
             raise E2BError(400, str(ex)) from None
         except ProcessLookupError as ex:  # its PID 1 ended a moment ago: the sandbox with it
             raise E2BError(502, ex.strerror or str(ex)) from None
+
+
+_WHOLE = re.compile(r"[0-9]{1,12}")
+
+
+def sign(text: str) -> str:
+    """E2B's signature (v1) of a file URL's fields."""
+    digest = hashlib.sha256(text.encode()).digest()
+    return "v1_" + base64.b64encode(digest).decode().rstrip("=")
 
 
 def _basic_user(headers: Mapping[str, str]) -> str | None:

@@ -6,7 +6,8 @@ import errno
 import os
 import shutil
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -32,6 +33,9 @@ class Entry:
     target_info: os.stat_result | None
     """The symlink's target, when the entry is a symlink whose target exists."""
     symlink_target: str | None
+    """The absolute path in the sandbox a symlink leads to, every link on the way followed."""
+    metadata: dict[str, str]
+    """What the file's `user.` extended attributes hold (of a symlink's target)."""
 
 
 def resolve(path: str, user: User) -> str:
@@ -50,18 +54,51 @@ def entry(root: str, path: str) -> Entry:
     """Stat `path` without following a final symlink (its target's info is added)."""
     with walk_parent(root, path, create_dirs=False) as (parent, name):
         info = os.stat(name, dir_fd=parent, follow_symlinks=False)
-        link = os.readlink(name, dir_fd=parent) if stat.S_ISLNK(info.st_mode) else None
-    target_info = None
-    if link is not None:
+    target, target_info = None, None
+    if stat.S_ISLNK(info.st_mode):
+        target = os.path.normpath(resolve_final(root, path))
         try:
-            with walk_parent(root, resolve_final(root, path), create_dirs=False) as (
-                parent,
-                name,
-            ):
+            with walk_parent(root, target, create_dirs=False) as (parent, name):
                 target_info = os.stat(name, dir_fd=parent, follow_symlinks=False)
         except OSError:
             target_info = None
-    return Entry(os.path.basename(path) or "/", path, info, target_info, link)
+    try:
+        metadata = read_metadata(root, target or path) if target_info or not target else {}
+    except OSError:  # a file system without extended attributes, or gone meanwhile
+        metadata = {}
+    return Entry(os.path.basename(path) or "/", path, info, target_info, target, metadata)
+
+
+_METADATA = "user."
+"""The namespace of extended attributes that hold a file's metadata (E2B's keeps it there)."""
+
+
+@contextmanager
+def _inode(root: str, path: str) -> Iterator[str]:
+    """A path that reaches the inode at `path` (not following a final symlink) itself."""
+    with walk_parent(root, path, create_dirs=False) as (parent, name):
+        fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+    try:
+        yield f"/proc/self/fd/{fd}"
+    finally:
+        os.close(fd)
+
+
+def read_metadata(root: str, path: str) -> dict[str, str]:
+    """A file's metadata."""
+    with _inode(root, path) as inode:
+        names = [name for name in os.listxattr(inode) if name.startswith(_METADATA)]
+        return {
+            name.removeprefix(_METADATA): os.getxattr(inode, name).decode(errors="replace")
+            for name in names
+        }
+
+
+def write_metadata(root: str, path: str, metadata: dict[str, str]) -> None:
+    """Add to a file's metadata (a key it has is given the new value)."""
+    with _inode(root, path) as inode:
+        for key, value in metadata.items():
+            os.setxattr(inode, _METADATA + key, value.encode())
 
 
 def list_dir(root: str, path: str, depth: int, most: int = MAX_ENTRIES) -> list[Entry]:

@@ -2,21 +2,33 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import functools
+import gzip
 import os
+import re
 import stat
-from collections.abc import Callable
+import zlib
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
+from weakref import WeakKeyDictionary
 
+import anyio
+from connectrpc.code import Code
+from connectrpc.errors import ConnectError
 from e2b.envd.filesystem import filesystem_pb as pb
 from e2b.envd.filesystem.filesystem_connect import Filesystem
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
+from protobuf import Oneof
 from protobuf.wkt.google.protobuf.timestamp_pb import Timestamp
+from starlette.datastructures import Headers
 
 from ...sandboxes import _files as _sandbox_files
-from ._envd import Envd, connect_errors
-from ._file_ops import Entry, as_user, entry, list_dir, make_dir, move, remove
+from ._envd import KEEPALIVE_SECONDS, Envd, connect_errors
+from ._file_ops import Entry, as_user, entry, list_dir, make_dir, move, remove, write_metadata
+from ._watchers import Watcher, check_room
 from ._wire import E2BError
 
 if TYPE_CHECKING:
@@ -56,8 +68,10 @@ def _entry_info(found: Entry, users: dict[int, str], groups: dict[int, str]) -> 
         owner=users.get(info.st_uid, str(info.st_uid)),
         group=groups.get(info.st_gid, str(info.st_gid)),
         modified_time=Timestamp(seconds=int(info.st_mtime), nanos=info.st_mtime_ns % 10**9),
+        # as E2B's daemon describes a link: by what it leads to, naming that, the SDK's
+        # `is_symlink` left unset (it would show the type as SYMLINK)
         symlink_target=found.symlink_target,
-        is_symlink=found.symlink_target is not None,
+        metadata=found.metadata,
     )
 
 
@@ -86,9 +100,10 @@ def _os_error(ex: OSError, path: str) -> E2BError:
 _ERRNO_STATUS = {
     errno.ENOSPC: 507,
     errno.EDQUOT: 507,
-    errno.EMFILE: 500,
-    errno.ENFILE: 500,
-    errno.ENOMEM: 500,
+    # the machine is short of something for now: the message names what
+    errno.EMFILE: 503,
+    errno.ENFILE: 503,
+    errno.ENOMEM: 503,
     errno.EIO: 500,
 }
 
@@ -98,6 +113,10 @@ class FilesystemService(Filesystem):
 
     def __init__(self, envd: Envd) -> None:
         self._envd = envd
+        self._watchers: WeakKeyDictionary[LongLivedSandbox, dict[str, Watcher]] = (
+            WeakKeyDictionary()
+        )
+        """Each live sandbox's watches, by id (a sandbox gone takes its table with it)."""
 
     async def _run(
         self, ctx: RequestContext[Any, Any], path: str, operation: Callable[[str, str], T]
@@ -159,14 +178,98 @@ class FilesystemService(Filesystem):
     async def remove(
         self, request: pb.RemoveRequest, ctx: RequestContext[pb.RemoveRequest, pb.RemoveResponse]
     ) -> pb.RemoveResponse:
-        """Remove a file or a whole directory."""
-        await self._run(ctx, request.path, remove)
+        """Remove a file or a whole directory; a path that is not there is no error, as
+        on E2B."""
+
+        def operation(root: str, path: str) -> None:
+            with contextlib.suppress(FileNotFoundError):
+                remove(root, path)
+
+        await self._run(ctx, request.path, operation)
         return pb.RemoveResponse()
+
+    async def watch_dir(
+        self, request: pb.WatchDirRequest, ctx: RequestContext[pb.WatchDirRequest, Any]
+    ) -> AsyncIterator[pb.WatchDirResponse]:
+        """Stream the changes under a directory until the client goes (or it is gone)."""
+        watchers, watcher = await self._watch(ctx, request.path, request.recursive)
+        try:
+            yield _watched("start", pb.WatchDirResponse.StartEvent())
+            while (events := await watcher.next(KEEPALIVE_SECONDS)) is not None:
+                for event in events:
+                    yield _watched("filesystem", event)
+                if not events:
+                    yield _watched("keepalive", pb.WatchDirResponse.KeepAlive())
+        finally:
+            watchers.pop(watcher.id, None)
+            watcher.close()
+
+    async def create_watcher(
+        self,
+        request: pb.CreateWatcherRequest,
+        ctx: RequestContext[pb.CreateWatcherRequest, pb.CreateWatcherResponse],
+    ) -> pb.CreateWatcherResponse:
+        """Watch a directory, keeping its changes until they are asked for."""
+        _, watcher = await self._watch(ctx, request.path, request.recursive)
+        return pb.CreateWatcherResponse(watcher_id=watcher.id)
+
+    async def get_watcher_events(
+        self,
+        request: pb.GetWatcherEventsRequest,
+        ctx: RequestContext[pb.GetWatcherEventsRequest, pb.GetWatcherEventsResponse],
+    ) -> pb.GetWatcherEventsResponse:
+        """The changes a watcher kept since the last call."""
+        _, watcher = self._watcher(ctx, request.watcher_id)
+        return pb.GetWatcherEventsResponse(events=watcher.take())
+
+    async def remove_watcher(
+        self,
+        request: pb.RemoveWatcherRequest,
+        ctx: RequestContext[pb.RemoveWatcherRequest, pb.RemoveWatcherResponse],
+    ) -> pb.RemoveWatcherResponse:
+        """Stop a watcher."""
+        watchers, watcher = self._watcher(ctx, request.watcher_id)
+        watchers.pop(watcher.id, None)
+        watcher.close()
+        return pb.RemoveWatcherResponse()
+
+    async def _watch(
+        self, ctx: RequestContext[Any, Any], path: str, recursive: bool
+    ) -> tuple[dict[str, Watcher], Watcher]:
+        """A new watcher of the request's sandbox, as its user, gathering changes."""
+        with connect_errors():
+            box = self._envd.sandbox(ctx.request_headers)
+            user = await self._envd.user(box, ctx.request_headers)
+            absolute = self._envd.path("path", path, user)
+            watchers = self._watchers.setdefault(box, {})
+            check_room(watchers)
+            try:
+                watch = await box.sandbox.watch(user, absolute, recursive)
+            except OSError as ex:
+                raise _os_error(ex, absolute) from None
+        watcher = Watcher(watch)
+        watchers[watcher.id] = watcher
+        self._envd.start_soon(watcher.collect)
+        return watchers, watcher
+
+    def _watcher(
+        self, ctx: RequestContext[Any, Any], watcher_id: str
+    ) -> tuple[dict[str, Watcher], Watcher]:
+        with connect_errors():
+            box = self._envd.sandbox(ctx.request_headers)
+        watchers = self._watchers.get(box, {})
+        if (watcher := watchers.get(watcher_id)) is None:
+            raise ConnectError(Code.NOT_FOUND, f"watcher {watcher_id!r} not found")
+        return watchers, watcher
+
+
+def _watched(kind: str, event: object) -> pb.WatchDirResponse:
+    return pb.WatchDirResponse(event=Oneof(kind, event))  # type: ignore[arg-type]
 
 
 async def read_files(envd: Envd, request: Request) -> Response:
     """`GET /files?path=&username=`: a file's bytes (up to the server's file limit)."""
-    box, user, path = await _target(envd, request, request.query_params.get("path", ""))
+    box, user, path = await _target(envd, request, request.query_params.get("path", ""), "read")
     most = envd.max_file
     try:
         data = await as_user(
@@ -176,13 +279,42 @@ async def read_files(envd: Envd, request: Request) -> Response:
         raise _os_error(ex, path) from None
     if len(data) > most:
         raise E2BError(413, f"{path}: over this server's limit of {most} bytes for one file")
-    return Response(data, media_type="application/octet-stream")
+    if "gzip" not in request.headers.get("accept-encoding", ""):
+        return Response(data, media_type="application/octet-stream")
+    packed = await anyio.to_thread.run_sync(functools.partial(gzip.compress, compresslevel=1), data)
+    headers = {"Content-Encoding": "gzip"}
+    return Response(packed, media_type="application/octet-stream", headers=headers)
+
+
+def _gunzip(data: bytes, most: int, path: str) -> bytes:
+    """A gzip body's content, at most `most` bytes (E2BError if it is not gzip or larger)."""
+    inflater = zlib.decompressobj(wbits=31)
+    try:
+        content = inflater.decompress(data, most + 1)
+    except zlib.error as ex:
+        raise E2BError(400, f"{path}: the body is not gzip ({ex}); send it as it is") from None
+    if len(content) > most:
+        raise E2BError(413, f"{path}: over this server's limit of {most} bytes for one file")
+    if not inflater.eof:
+        raise E2BError(400, f"{path}: the gzip body ends before its end; send all of it")
+    return content
 
 
 async def write_files(envd: Envd, request: Request) -> JSONResponse:
-    """`POST /files`: one file as the body (octet-stream), or several as multipart parts."""
+    """`POST /files`: one file as the body (octet-stream, gzip-encoded if it says so), or
+    several as multipart parts."""
     given = request.query_params.get("path", "")
+    # the caller first: a refused upload is never read
+    if "signature" in request.query_params:
+        envd.signed(request.query_params, "write")
+    else:
+        envd.sandbox(request.headers)
+    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("identity", "gzip"):
+        raise E2BError(415, f"Content-Encoding {encoding!r}: send gzip or none")
     if request.headers.get("content-type", "").startswith("multipart/form-data"):
+        if encoding == "gzip":
+            raise E2BError(415, "a gzip body must be one file: send it as octet-stream")
         form = await request.form()
         uploads = [
             (given or str(part.filename or ""), await part.read())
@@ -190,23 +322,70 @@ async def write_files(envd: Envd, request: Request) -> JSONResponse:
             if not isinstance(part, str)
         ]
     else:
-        uploads = [(given, await request.body())]
+        data = await request.body()
+        if encoding == "gzip":
+            data = await anyio.to_thread.run_sync(_gunzip, data, envd.max_file, given)
+        uploads = [(given, data)]
     written = [await _write(envd, request, name, data) for name, data in uploads]
     return JSONResponse(written)
 
 
 async def _write(envd: Envd, request: Request, name: str, data: bytes) -> dict[str, str]:
-    box, user, path = await _target(envd, request, name)
+    box, user, path = await _target(envd, request, name, "write")
+    metadata = _metadata(request)
+
+    def write(root: str) -> None:
+        _sandbox_files.write_file(root, path, data)
+        if metadata:
+            write_metadata(root, _sandbox_files.resolve_final(root, path), metadata)
+
     try:
-        await as_user(box.sandbox, user, lambda root: _sandbox_files.write_file(root, path, data))
+        await as_user(box.sandbox, user, write)
     except OSError as ex:
         raise _os_error(ex, path) from None
     return {"name": os.path.basename(path), "type": "file", "path": path}
 
 
-async def _target(envd: Envd, request: Request, path: str) -> tuple[LongLivedSandbox, User, str]:
+_METADATA_HEADER = "x-metadata-"
+_METADATA_KEY = re.compile(r"[!#$%&'*+\-.^_`|~0-9a-z]{1,128}")
+_METADATA_VALUE = re.compile(r"[ -~]{0,4096}")
+_MOST_METADATA = 64
+
+
+def _metadata(request: Request) -> dict[str, str]:
+    """The metadata an upload's `X-Metadata-<key>` headers give its files (keys lowercased,
+    as header names are); 400 naming the header for a key or value E2B would refuse."""
+    found = {
+        name.removeprefix(_METADATA_HEADER): value
+        for name, value in request.headers.items()
+        if name.startswith(_METADATA_HEADER)
+    }
+    if len(found) > _MOST_METADATA:
+        raise E2BError(400, f"{len(found)} X-Metadata headers: send at most {_MOST_METADATA}")
+    for key, value in found.items():
+        if not _METADATA_KEY.fullmatch(key) or not _METADATA_VALUE.fullmatch(value):
+            raise E2BError(
+                400,
+                f"X-Metadata-{key}: a key of 1 to 128 token characters and a value of at most "
+                "4096 printable ASCII characters",
+            )
+    return found
+
+
+async def _target(
+    envd: Envd, request: Request, path: str, operation: str
+) -> tuple[LongLivedSandbox, User, str]:
+    """The sandbox, user and absolute path of a file request: by its headers, or by its
+    signature for a signed URL (which opens that one operation on that one path)."""
     if not path:
         raise E2BError(400, "missing path: name the file with ?path=")
-    box = envd.sandbox(request.headers)
-    user = await envd.user(box, request.headers, request.query_params.get("username"))
+    params, headers = request.query_params, request.headers
+    if "signature" not in params:
+        box = envd.sandbox(headers)
+    elif path != params.get("path"):  # a multipart upload's own file name
+        raise E2BError(401, f"{path}: a signed URL reaches only the path it was signed for")
+    else:
+        box = envd.signed(params, operation)
+        headers = Headers()  # the signed user, never one a header names
+    user = await envd.user(box, headers, params.get("username"))
     return box, user, envd.path("path", path, user)

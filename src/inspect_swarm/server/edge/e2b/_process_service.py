@@ -18,16 +18,14 @@ from protobuf import Oneof
 
 from ...engines._engine import LiveProcess
 from ...sandboxes._isolation import SandboxError
-from ._envd import Envd, connect_errors
+from ...sandboxes._terminal import TerminalSize
+from ._envd import KEEPALIVE_SECONDS, Envd, connect_errors
 
 if TYPE_CHECKING:
     from connectrpc.request import RequestContext
 
     from ...domain._long_lived import LongLivedSandbox
 
-_KEEPALIVE_SECONDS = 2.0
-"""How often an idle stream carries a keepalive, which is also how soon a client that went
-away is noticed (the Connect server only sees a disconnect when it sends)."""
 _DRAIN_SECONDS = 0.5
 _BUFFER = 64
 _SIGNALS = {pb.Signal.SIGTERM: signal.SIGTERM, pb.Signal.SIGKILL: signal.SIGKILL}
@@ -58,8 +56,11 @@ class Command:
         tag: str | None,
         stdin: bool,
         table: dict[int, Command],
+        terminal: bool = False,
     ) -> None:
         self.box = box
+        self.terminal = terminal
+        """Whether it runs on a terminal, whose output E2B calls `pty` (not stdout)."""
         self.table = table
         """The running commands of its sandbox, by pid: it is there until it ends."""
         self.stdin_open = stdin
@@ -99,7 +100,10 @@ class Command:
                         await done.wait()
                 tg.cancel_scope.cancel()
             self.finished = True
-            await self._publish(_end_event(code))
+            # a command its sandbox's end killed did not end: its streams break off, as
+            # E2B's do, and the SDK learns from the daemon's health that the sandbox is gone
+            if not self.box.ending:
+                await self._publish(_end_event(code))
         finally:
             for follower in self._followers:
                 follower.close()
@@ -109,8 +113,9 @@ class Command:
                 self.box.sandbox.forget(self.process)
 
     async def _relay(self, stream: str, done: anyio.Event) -> None:
+        field = "pty" if self.terminal else stream
         async for chunk in self.process.chunks(stream):
-            data = pb.ProcessEvent.DataEvent(output=Oneof(stream, chunk))  # type: ignore[arg-type]
+            data = pb.ProcessEvent.DataEvent(output=Oneof(field, chunk))  # type: ignore[arg-type]
             await self._publish(_event(Oneof("data", data)))
         done.set()
 
@@ -163,29 +168,32 @@ class ProcessService(Process):
         with connect_errors():
             box = self._envd.sandbox(ctx.request_headers)
             user = await self._envd.user(box, ctx.request_headers)
-        if request.has_field("pty"):
-            raise ConnectError(Code.UNIMPLEMENTED, "this server does not offer terminals (pty)")
+        terminal = _size("pty.size", request.pty) if request.has_field("pty") else None
         config = request.process or pb.ProcessConfig()
         if not config.cmd:
             raise ConnectError(Code.INVALID_ARGUMENT, "process.cmd is empty: name a program")
-        stdin = request.stdin if request.has_field("stdin") else True
+        # a terminal's input is always open (its user types into it)
+        stdin = terminal is not None or (request.stdin if request.has_field("stdin") else True)
         argv, env = [config.cmd, *config.args], dict(config.envs)
         with connect_errors():
             cwd = self._envd.path("process.cwd", config.cwd, user)
             self._envd.check_command(box, argv, env)
         try:
-            process = await box.sandbox.exec(argv, {**box.env, **env}, cwd, user, stdin)
+            process = await box.sandbox.exec(argv, {**box.env, **env}, cwd, user, stdin, terminal)
         except SandboxError as ex:
             raise ConnectError(Code.UNAVAILABLE, str(ex)) from None
+        except OSError as ex:  # no terminal to be had (the sandbox's devpts is full)
+            raise ConnectError(Code.RESOURCE_EXHAUSTED, f"no terminal: {ex.strerror}") from None
         tag = request.tag if request.has_field("tag") else None
-        command = Command(box, process, config, tag, stdin, self.commands(box))
+        running = self.commands(box)
+        command = Command(box, process, config, tag, stdin, running, terminal is not None)
         events = command.follow()
         self._envd.start_soon(command.run)
         ended = False
         try:
             start = pb.ProcessEvent.StartEvent(pid=command.pid)
             yield pb.StartResponse(event=_event(Oneof("start", start)))
-            async for event in _stream(events, ctx.timeout_ms):
+            async for event in _stream(events, ctx.timeout_ms, box):
                 ended = event.event is not None and event.event.field == "end"
                 yield pb.StartResponse(event=event)
         finally:
@@ -203,7 +211,7 @@ class ProcessService(Process):
         try:
             start = pb.ProcessEvent.StartEvent(pid=command.pid)
             yield pb.ConnectResponse(event=_event(Oneof("start", start)))
-            async for event in _stream(events, ctx.timeout_ms):
+            async for event in _stream(events, ctx.timeout_ms, command.box):
                 yield pb.ConnectResponse(event=event)
         finally:
             events.close()
@@ -267,8 +275,18 @@ class ProcessService(Process):
     async def update(
         self, request: pb.UpdateRequest, ctx: RequestContext[pb.UpdateRequest, pb.UpdateResponse]
     ) -> pb.UpdateResponse:
-        """Resize a terminal: there are none here."""
-        raise ConnectError(Code.UNIMPLEMENTED, "this server does not offer terminals (pty)")
+        """Resize a command's terminal."""
+        command = self._command(request.process, ctx)
+        if not request.has_field("pty"):
+            return pb.UpdateResponse()
+        size = _size("pty.size", request.pty)
+        if not command.terminal:
+            raise ConnectError(
+                Code.FAILED_PRECONDITION,
+                f"process {command.pid} has no terminal: start it with a pty to resize it",
+            )
+        command.process.resize(size)
+        return pb.UpdateResponse()
 
     def _command(
         self, selector: pb.ProcessSelector | None, ctx: RequestContext[Any, Any]
@@ -288,27 +306,51 @@ class ProcessService(Process):
 
 
 def _stdin_bytes(data: pb.ProcessInput | None) -> bytes:
+    # a terminal's keystrokes (`pty`) and a pipe's bytes (`stdin`) both go to the command's input
     match data.input if data is not None else None:
-        case Oneof(field="stdin", value=value):
+        case Oneof(field="stdin" | "pty", value=value):
             return bytes(value)  # type: ignore[arg-type]
-        case Oneof(field="pty"):
-            raise ConnectError(Code.UNIMPLEMENTED, "this server does not offer terminals (pty)")
     return b""
 
 
+_MOST_CELLS = 4096
+"""The most rows or columns of a terminal (the kernel takes up to 65535; no screen has)."""
+
+
+def _size(field: str, pty: pb.PTY | None) -> TerminalSize:
+    """A terminal's size from a request (INVALID_ARGUMENT naming the field if out of range)."""
+    size = pty.size if pty is not None else None
+    rows, cols = (size.rows, size.cols) if size is not None else (0, 0)
+    if not (0 < rows <= _MOST_CELLS and 0 < cols <= _MOST_CELLS):
+        raise ConnectError(
+            Code.INVALID_ARGUMENT,
+            f"{field}: {rows} rows by {cols} columns; give each from 1 to {_MOST_CELLS}",
+        )
+    return TerminalSize(rows, cols)
+
+
 async def _stream(
-    events: MemoryObjectReceiveStream[pb.ProcessEvent], timeout_ms: float | None
+    events: MemoryObjectReceiveStream[pb.ProcessEvent],
+    timeout_ms: float | None,
+    box: LongLivedSandbox,
 ) -> AsyncIterator[pb.ProcessEvent]:
-    """The events until the command ends, keepalives while idle; the deadline raises."""
+    """The events until the command ends, keepalives while idle; the deadline raises, as
+    does the end of the command's sandbox (`unavailable`)."""
     deadline = math.inf if timeout_ms is None else anyio.current_time() + timeout_ms / 1000
     while True:
         left = deadline - anyio.current_time()
         if left <= 0:
             raise ConnectError(Code.DEADLINE_EXCEEDED, "the command's timeout passed")
         event: pb.ProcessEvent | None = None
-        with anyio.move_on_after(min(left, _KEEPALIVE_SECONDS)):
+        with anyio.move_on_after(min(left, KEEPALIVE_SECONDS)):
             try:
                 event = await events.receive()
             except anyio.EndOfStream:
+                if box.ending:
+                    raise ConnectError(
+                        Code.UNAVAILABLE,
+                        f"the connection to sandbox {box.id} ended before the stream "
+                        "completed: the sandbox has ended",
+                    ) from None
                 return
         yield event or _event(Oneof("keepalive", pb.ProcessEvent.KeepAlive()))

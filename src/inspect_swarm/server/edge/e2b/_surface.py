@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Coroutine, Mapping
+from datetime import UTC, datetime
 from typing import Annotated, Any
 from urllib.parse import parse_qsl, unquote
 
@@ -19,16 +20,28 @@ from e2b.envd.process.process_connect import ProcessASGIApplication
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ...domain._server import SwarmServer
 from ...model._keys import Owner
 from ...model._rules import check_command_line, check_env, check_labels, parse_json, refusing, shown
 from ...model._types import DEFAULT_TEMPLATE, SandboxSpec, Size, SwarmError
 from .._auth import PROVISION, READ, keys_of
-from ._envd import Envd, bad_request
+from .._openapi import E2B_KEYED, Declared
+from ._answers import (
+    E2BCreateBody,
+    E2BCreated,
+    E2BDetailed,
+    E2BErrorBody,
+    E2BListed,
+    E2BMetric,
+    E2BTimeoutBody,
+)
+from ._envd import Envd, bad_request, connect_code
 from ._filesystem_service import FilesystemService, read_files, write_files
 from ._process_service import ProcessService
-from ._wire import E2BError, created, detailed, listed
+from ._wire import E2BError, created, detailed, listed, measured
 
 DEFAULT_TIMEOUT = 300
 """A sandbox's lifetime when its create call names none, as E2B's."""
@@ -47,9 +60,33 @@ def mount(app: FastAPI, server: SwarmServer, max_file: int) -> None:
     app.include_router(_control_plane(server))
     app.include_router(_daemon(envd))
     codecs = [_Refusing(proto_binary_codec()), _Refusing(proto_json_codec())]
-    app.mount("/process.Process", ProcessASGIApplication(ProcessService(envd), codecs=codecs))
+    process = ProcessASGIApplication(ProcessService(envd), codecs=codecs)
+    app.mount("/process.Process", _Admitted(process, envd))
     filesystem = FilesystemASGIApplication(FilesystemService(envd), codecs=codecs)
-    app.mount("/filesystem.Filesystem", filesystem)
+    app.mount("/filesystem.Filesystem", _Admitted(filesystem, envd))
+    # last: the paths above are matched first, whatever their method
+    app.include_router(_not_offered())
+
+
+class _Admitted:
+    """A Connect service behind a check of the request's sandbox and access token, made on
+    its head alone: the service reads a request's whole body before its handler runs, so a
+    caller without a token could otherwise make the server read as much as it sends."""
+
+    def __init__(self, app: ASGIApp, envd: Envd) -> None:
+        self._app = app
+        self._envd = envd
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            try:
+                self._envd.sandbox(Headers(scope=scope))
+            except E2BError as ex:
+                code = connect_code(ex.status)
+                body = {"code": code.value, "message": ex.message}
+                await JSONResponse(body, status_code=ex.status)(scope, receive, send)
+                return
+        await self._app(scope, receive, send)
 
 
 class _E2BRoute(APIRoute):
@@ -136,7 +173,7 @@ def _strings(body: dict[str, Any], name: str) -> dict[str, str]:
     return value
 
 
-_WHOLE = re.compile(r"[0-9]{1,9}")
+_WHOLE = re.compile(r"[0-9]{1,12}")
 
 
 def _whole(params: Mapping[str, str], name: str, least: int) -> int | None:
@@ -147,6 +184,24 @@ def _whole(params: Mapping[str, str], name: str, least: int) -> int | None:
     if not _WHOLE.fullmatch(text) or int(text) < least:
         raise E2BError(400, f"{name} must be a whole number of {least} or more, got {shown(text)}")
     return int(text)
+
+
+_STATES = {"running", "paused"}
+
+
+def _time(params: Mapping[str, str], name: str) -> float | None:
+    """An ISO 8601 date and time query parameter as a Unix time, if given (one without a
+    zone is UTC)."""
+    text = params.get(name)
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise E2BError(
+            400, f"{name} must be an ISO 8601 date and time, got {shown(text)}"
+        ) from None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
 
 
 def _timeout(body: dict[str, Any]) -> int | None:
@@ -162,11 +217,44 @@ def _metadata_filter(text: str | None) -> dict[str, str]:
     return {unquote(k): unquote(v) for k, v in parse_qsl(text or "", keep_blank_values=True)}
 
 
+_LIST_PARAMETERS = [
+    {"name": "metadata", "in": "query", "schema": {"type": "string"},
+     "description": "Only sandboxes with these labels: url-encoded key=value pairs."},
+    {"name": "state", "in": "query", "schema": {"type": "array", "items": {"type": "string"}},
+     "description": "Only sandboxes in these states (every live one here is running)."},
+    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1},
+     "description": "The most sandboxes in one page (default: all)."},
+    {"name": "nextToken", "in": "query", "schema": {"type": "string"},
+     "description": "The page after the one whose `x-next-token` header gave this."},
+]  # fmt: skip
+"""The list's query parameters (it reads them itself, refusing a bad one in E2B's shape)."""
+
+_METRICS_PARAMETERS = [
+    {"name": name, "in": "query", "schema": {"type": "integer", "minimum": 0},
+     "description": f"{what} of the samples wanted, in seconds since the epoch (default: {default})."}
+    for name, what, default in (("start", "The earliest time", "the first kept"),
+                                ("end", "The latest time", "now"))
+]  # fmt: skip
+"""The metrics' time range."""
+
+
 def _control_plane(server: SwarmServer) -> APIRouter:
     router = APIRouter(route_class=_E2BRoute)
 
-    @router.post("/sandboxes")
-    @router.post("/v2/sandboxes")
+    route = Declared(router, "e2b", E2B_KEYED)
+    error = E2BErrorBody
+
+    @route(
+        "POST",
+        "/sandboxes",
+        "/v2/sandboxes",
+        ok={201: E2BCreated},
+        errors=(400, 401, 403, 404, 409, 429, 500, 503),
+        error=error,
+        summary="Create a sandbox",
+        body=E2BCreateBody,
+        body_required=False,
+    )
     async def create(request: Request, owner: Provisioner) -> JSONResponse:
         body = await _body(request)
         template = body.get("templateID") or DEFAULT_TEMPLATE
@@ -182,15 +270,30 @@ def _control_plane(server: SwarmServer) -> APIRouter:
         spec = SandboxSpec(template, E2B_SIZE, lifetime, metadata, env)
         return JSONResponse(created(await server.start_sandbox(owner, spec)), status_code=201)
 
-    @router.get("/sandboxes")
-    @router.get("/v2/sandboxes")
+    @route(
+        "GET",
+        "/sandboxes",
+        "/v2/sandboxes",
+        ok={200: list[E2BListed]},
+        errors=(400, 401, 403),
+        error=error,
+        summary="Live sandboxes",
+        extra={"parameters": _LIST_PARAMETERS},
+    )
     async def list_sandboxes(request: Request, owner: Reader) -> JSONResponse:
         params = request.query_params
         wanted = _metadata_filter(params.get("metadata"))
         states = {s for p in params.getlist("state") for s in p.split(",") if s}
+        if not states <= _STATES:
+            raise E2BError(400, f"state must be running or paused, got {shown(sorted(states))}")
+        order = params.get("order") or "asc"
+        if order not in ("asc", "desc"):
+            raise E2BError(400, f"order must be asc or desc, got {shown(order)}")
+        template, after = params.get("template"), _time(params, "startedAfter")
         # every live sandbox here runs (none is paused)
-        boxes = server.sandboxes(owner, wanted) if not states or "running" in states else []
-        found = [listed(box) for box in boxes]
+        running = not states or "running" in states
+        boxes = server.sandboxes(owner, wanted, template, after) if running else []
+        found = [listed(box) for box in (reversed(boxes) if order == "desc" else boxes)]
         # the token is the next page's offset; without a limit, the page is every sandbox
         start = _whole(params, "nextToken", 0) or 0
         limit = _whole(params, "limit", 1) or max(1, len(found))
@@ -199,16 +302,52 @@ def _control_plane(server: SwarmServer) -> APIRouter:
         headers = {"x-next-token": str(start + limit)} if more else {}
         return JSONResponse(page, headers=headers)
 
-    @router.get("/sandboxes/{sandbox_id}")
+    @route(
+        "GET",
+        "/sandboxes/{sandbox_id}",
+        ok={200: E2BDetailed},
+        errors=(401, 403, 404),
+        error=error,
+        summary="A live sandbox",
+    )
     async def get_sandbox(sandbox_id: str, owner: Reader) -> dict[str, Any]:
         return detailed(server.live_sandbox(sandbox_id, owner))
 
-    @router.delete("/sandboxes/{sandbox_id}")
+    @route(
+        "GET",
+        "/sandboxes/{sandbox_id}/metrics",
+        ok={200: list[E2BMetric]},
+        errors=(400, 401, 403, 404),
+        error=error,
+        summary="A live sandbox's metrics",
+        extra={"parameters": _METRICS_PARAMETERS},
+    )
+    async def metrics(sandbox_id: str, request: Request, owner: Reader) -> list[dict[str, Any]]:
+        params = request.query_params
+        start, end = _whole(params, "start", 0), _whole(params, "end", 0)
+        return [measured(m) for m in server.sandbox_metrics(sandbox_id, owner, start, end)]
+
+    @route(
+        "DELETE",
+        "/sandboxes/{sandbox_id}",
+        ok={204: None},
+        errors=(401, 403, 404),
+        error=error,
+        summary="Kill a sandbox",
+    )
     async def kill(sandbox_id: str, owner: Provisioner) -> Response:
         await server.end_sandbox(sandbox_id, owner)
         return Response(status_code=204)
 
-    @router.post("/sandboxes/{sandbox_id}/timeout")
+    @route(
+        "POST",
+        "/sandboxes/{sandbox_id}/timeout",
+        ok={204: None},
+        errors=(400, 401, 403, 404),
+        error=error,
+        summary="Set a sandbox's lifetime from now",
+        body=E2BTimeoutBody,
+    )
     async def set_timeout(sandbox_id: str, request: Request, owner: Provisioner) -> Response:
         timeout = _timeout(await _body(request))
         if timeout is None:
@@ -216,8 +355,17 @@ def _control_plane(server: SwarmServer) -> APIRouter:
         server.set_sandbox_timeout(sandbox_id, owner, timeout)
         return Response(status_code=204)
 
-    @router.post("/sandboxes/{sandbox_id}/connect")
-    @router.post("/v2/sandboxes/{sandbox_id}/connect")
+    @route(
+        "POST",
+        "/sandboxes/{sandbox_id}/connect",
+        "/v2/sandboxes/{sandbox_id}/connect",
+        ok={200: E2BCreated},
+        errors=(400, 401, 403, 404),
+        error=error,
+        summary="Connect to a sandbox",
+        body=E2BTimeoutBody,
+        body_required=False,
+    )
     async def connect(sandbox_id: str, request: Request, owner: Provisioner) -> dict[str, Any]:
         timeout = _timeout(await _body(request))
         if timeout is None:
@@ -227,8 +375,45 @@ def _control_plane(server: SwarmServer) -> APIRouter:
     return router
 
 
+_E2B_API = (
+    "sandboxes",
+    "v2/sandboxes",
+    "snapshots",
+    "templates",
+    "v2/templates",
+    "v3/templates",
+    "volumes",
+    "secrets",
+    "default-templates",
+)
+"""The paths of E2B's API (each with what lies under it), answered in E2B's shape even
+where this server offers nothing."""
+_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+
+
+def _not_offered() -> APIRouter:
+    """E2B's 501 for the rest of E2B's API: the SDK shows its message (a 404 or 405 in
+    another shape would be taken for a missing sandbox, or fail to parse)."""
+    # not in the OpenAPI document, which describes what the server offers
+    router = APIRouter(include_in_schema=False)
+
+    async def refuse(request: Request) -> Response:
+        raise E2BError(
+            501,
+            f"{request.method} {request.url.path}: this swarm server does not offer it "
+            "(its E2B page lists what it offers)",
+        )
+
+    for prefix in _E2B_API:
+        router.add_api_route(f"/{prefix}", refuse, methods=_METHODS)
+        router.add_api_route(f"/{prefix}/{{rest:path}}", refuse, methods=_METHODS)
+    return router
+
+
 def _daemon(envd: Envd) -> APIRouter:
-    router = APIRouter()
+    # not in the OpenAPI document: the daemon speaks E2B's envd protocol, reached at each
+    # sandbox's `envdUrl`
+    router = APIRouter(include_in_schema=False)
 
     @router.get("/health")
     async def health(request: Request) -> Response:

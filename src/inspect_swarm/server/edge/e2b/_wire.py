@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...domain._long_lived import LongLivedSandbox
-from ...model._types import SwarmError, TemplateNotFound
+from ...model._types import SandboxMetric, SwarmError, TemplateNotFound
 from ...records._wire import ENVD_VERSION, iso
 from .._errors import http_status
 
@@ -53,7 +53,7 @@ def listed(box: LongLivedSandbox) -> dict[str, Any]:
         "endAt": iso(box.end_at),
         "cpuCount": box.size.vcpus,
         "memoryMB": box.size.memory_gb * 1024,
-        "diskSizeMB": 12 * 1024,
+        "diskSizeMB": box.disk_mb,
         "state": "running",
         "envdVersion": ENVD_VERSION,
         "metadata": box.metadata,
@@ -63,3 +63,18 @@ def listed(box: LongLivedSandbox) -> dict[str, Any]:
 def detailed(box: LongLivedSandbox) -> dict[str, Any]:
     """The get answer."""
     return {**listed(box), "envdAccessToken": box.token, "domain": None}
+
+
+def measured(metric: SandboxMetric) -> dict[str, Any]:
+    """One sample of the metrics answer."""
+    return {
+        "timestamp": iso(metric.at),
+        "timestampUnix": int(metric.at),
+        "cpuCount": metric.cpu_count,
+        "cpuUsedPct": metric.cpu_used_pct,
+        "memUsed": metric.memory_used,
+        "memTotal": metric.memory_total,
+        "memCache": metric.memory_cache,
+        "diskUsed": metric.disk_used,
+        "diskTotal": metric.disk_total,
+    }

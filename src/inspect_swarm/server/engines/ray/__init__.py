@@ -1,2 +1,2 @@
-"""The Ray engine (extra `ray`): each sandbox placed on a node of a Ray cluster, made there by
-the node's agent."""
+"""The Ray engine (extra `ray`): the shared scheduler over a runner that places each sandbox
+on a node of a Ray cluster, where the node's agent makes it."""

@@ -1,12 +1,12 @@
-"""The engine that runs each sandbox of a run on a node of a Ray cluster.
+"""The slot runner of a Ray cluster: each sandbox of a run on a node of the cluster.
 
-The scheduling is the local engine's (first in, first out across runs, each run's concurrency,
-memory booked against the cluster's), and where each sandbox runs is Ray's: each of a run's
-slots asks for its room (the sandbox's vCPUs and memory, `engines.ray._place`), which Ray's scheduler
-finds on a node, or queues until one has it. That node's agent (`engines.ray._node`) makes the
-sandbox with the same isolation runtime as this machine's, runs the command and answers with
-the outcome (output tails, result file), then runs the slot's next sandbox in it made anew.
-The server keeps the rest: the API, SQLite, keys.
+The scheduling is the shared scheduler's (`engines._scheduler`: first in, first out across
+runs, each run's concurrency, memory booked against the cluster's), and where each sandbox runs
+is Ray's: each of a run's slots asks for its room (the sandbox's vCPUs and memory,
+`engines.ray._place`), which Ray's scheduler finds on a node, or queues until one has it. That
+node's agent (`engines.ray._node`) makes the sandbox with the same isolation runtime as this
+machine's, runs the command and answers with the outcome (output tails, result file), then
+runs the slot's next sandbox in it made anew. The server keeps the rest: the API, SQLite, keys.
 
 Long-lived sandboxes (`POST /v1/sandboxes`, E2B) are placed the same way, held by the same
 agents, and used through stand-ins that pass every operation on (`engines.ray._sandbox`).
@@ -14,7 +14,6 @@ agents, and used through stand-ins that pass every operation on (`engines.ray._s
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import ipaddress
 import logging
@@ -23,18 +22,18 @@ import tempfile
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import anyio
+import anyio.abc
 import ray
 import ray.exceptions
 
-from ...model._types import GIB, Outcome, Settings, Size
-from ...records._runs import Runs
+from ...model._types import GIB, Outcome, Size
 from ...sandboxes._isolation import IsolationConfig, SandboxHost
-from .._command import Slot, Tails, command_env, limits
-from .._engine import LiveSandbox, SandboxCredentials
-from .._local import EngineRun, LocalEngine
+from .._command import Capacity, limits
+from .._engine import LiveSandbox
+from .._scheduler import Turn
+from ._calls import AgentHandle, Pending, answer, first
 from ._node import NodeJob, pack, unpack
 from ._place import Agents, Room
 from ._sandbox import place_sandbox
@@ -55,18 +54,23 @@ _HOLD_SECONDS = 0.1
 begun: a command that ends within it costs one call, a longer one is seen running this much
 later."""
 
+_VIEW_SECONDS = 3.0
+"""How often the runner looks again at the cluster's nodes (which join and leave)."""
+
 _WILDCARDS = ("0.0.0.0", "::", "")
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
-class RaySlot(Slot):
+class RaySlot:
     """A run's slot on the Ray engine: its room on a node, and the agent there that runs the
     run's sandboxes in turn (the sandbox it keeps between them is the agent's)."""
 
     room: Room | None = None
-    agent: Any = None
+    node: str | None = None
+    """The node Ray placed its room on (None until it has)."""
+    agent: AgentHandle | None = None
     """The agent of the slot's node, once Ray has placed its room."""
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
@@ -85,80 +89,86 @@ def connect(address: str | None) -> int:
     return int(resources.get("memory", 0) // GIB)
 
 
-class RayEngine(LocalEngine):
-    """Runs the sandboxes of one server's runs on the nodes of a Ray cluster (an `Engine`)."""
+class RayRunner:
+    """Runs the sandboxes of one server on the nodes of a Ray cluster (a `SlotRunner` of
+    `RaySlot`s)."""
 
-    def __init__(
-        self,
-        runs: Runs,
-        host: SandboxHost,
-        settings: Settings,
-        credentials: SandboxCredentials,
-        address: str | None,
-        server_host: str,
-    ) -> None:
-        super().__init__(runs, host, settings, credentials)
+    def __init__(self, host: SandboxHost, address: str | None, server_host: str) -> None:
+        self._host = host
+        host.reap_leftovers()
         connect(address)
+        self._nodes = node_capacities()
+        self._unfit: dict[Size, str | None] = {}
+        """What `unfit` answered for each size since the nodes were last looked at."""
         self._agents = Agents(_node_isolation(host, server_host))
         self._agents.start()
 
-    def _new_slot(self) -> Slot:
+    async def serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """Look at the cluster's nodes every few seconds, for `unfit`."""
+        task_status.started()
+        while True:
+            await anyio.sleep(_VIEW_SECONDS)
+            try:
+                self._nodes = await anyio.to_thread.run_sync(node_capacities)
+            except Exception as ex:  # the cluster did not answer: the last view holds
+                logger.warning("could not list the Ray cluster's nodes: %s", ex)
+            self._unfit.clear()
+
+    def unfit(self, size: Size) -> str | None:
+        """Why no node of the cluster can hold a sandbox of `size` now (None when one can)."""
+        if size not in self._unfit:
+            self._unfit[size] = _unfit(self._nodes, size)
+        return self._unfit[size]
+
+    def new_slot(self) -> RaySlot:
+        """A slot that asks Ray for its room as it runs its first sandbox."""
         return RaySlot()
 
-    async def _execute(self, run: EngineRun, idx: int, slot: Slot, tails: Tails) -> Outcome:
-        assert isinstance(slot, RaySlot)
-        record = run.record
-        sandbox_id, item = self.runs.input(run.id, idx)
-        credentials = self.credentials.sandbox_env(record.lease_id, sandbox_id, record.lineage)
-        env = command_env(record, idx, item, credentials)
-        try:
-            if slot.room is None:
-                slot.room = Room(limits(record.spec.size))
-                slot.node = await slot.room.node()
-                slot.agent = self._agents.on(slot.node)
-                self.runs.set_node(run.id, idx, slot.node)  # the next ones boot there
-            job = NodeJob(slot.id, sandbox_id, record.spec, item, env, bool(run.queue))
-            return await self._follow(run, idx, slot, job, tails)
-        finally:
-            self.credentials.revoke(sandbox_id)
+    async def run(self, slot: RaySlot, turn: Turn) -> Outcome:
+        """Have the agent of the slot's node run the sandbox of `turn` (the slot's room asked
+        of Ray first, for its first sandbox or the first after its node was lost)."""
+        agent = slot.agent or await self._place(slot, turn)
+        command = turn.command
+        job = NodeJob(
+            slot.id, turn.sandbox_id, command.spec, command.item, dict(command.env), turn.more()
+        )
+        return await self._follow(slot, agent, job, turn)
 
-    async def _follow(
-        self, run: EngineRun, idx: int, slot: RaySlot, job: NodeJob, tails: Tails
-    ) -> Outcome:
-        """Have the slot's agent run `job`; its outcome (its command's start recorded on the
-        way, for one that runs a while)."""
-        answer = slot.agent.run.remote(pack(job)).as_future()
+    async def _place(self, slot: RaySlot, turn: Turn) -> AgentHandle:
+        """Ask Ray for the slot's room; the agent of the node it placed it on."""
+        _release(slot)  # the room of a try that failed midway, if any
+        slot.room = Room(limits(turn.command.spec.size))
+        node = await slot.room.node()
+        slot.node, slot.agent = node, self._agents.on(node)
+        turn.placed(node)  # the slot's next ones boot there
+        return slot.agent
+
+    async def _follow(self, slot: RaySlot, agent: AgentHandle, job: NodeJob, turn: Turn) -> Outcome:
+        """Have the slot's agent run `job`; its outcome (its command's start told on the way,
+        for one that runs a while)."""
+        answer = Pending(agent.run.remote(pack(job)))
         try:
-            if await _began(slot, job, answer):
-                self.runs.set_command_running(run.id, idx)
-            return unpack(await asyncio.shield(answer), Outcome)
+            if await _began(agent, job, answer):
+                turn.command.started()
+            return unpack(await answer.result(), Outcome)
         except ray.exceptions.RayActorError as ex:
-            why, ended = await self._agents.lost(slot.node or "", slot.agent, ex)
+            why, ended = await self._agents.lost(slot.node or "", agent, ex)
             if not ended:
-                slot.agent.stop.remote(slot.id, job.sandbox_id)  # if the agent lives, it ends it
-            return self._lost(slot, why)
+                agent.stop.remote(slot.id, job.sandbox_id)  # if the agent lives, it ends it
+            return _lost(slot, why)
         except ray.exceptions.RayError as ex:
-            logger.warning("sandbox %s of run %s failed in Ray: %s", idx, run.id, ex)
-            return self._lost(slot, f"internal error on node {slot.node}: {_why(ex)}")
+            logger.warning("sandbox %s failed in Ray: %s", job.sandbox_id, ex)
+            return _lost(slot, f"internal error on node {slot.node}: {_why(ex)}")
         except BaseException:
             # stopped (the run cancelled, or the server stopping): ended on its node, and
             # the output so far comes with its outcome
             with anyio.CancelScope(shield=True), anyio.move_on_after(_CANCEL_GRACE_SECONDS):
-                slot.agent.stop.remote(slot.id, job.sandbox_id)
-                tails.take(await _settled(answer))
+                agent.stop.remote(slot.id, job.sandbox_id)
+                turn.command.tails.take(await _settled(answer))
             raise
 
-    def _lost(self, slot: RaySlot, why: str) -> Outcome:
-        """The slot's agent is gone: the sandbox failed, and the run's next gets a new slot."""
-        slot.agent = slot.node = None
-        if slot.room is not None:
-            slot.room.release()
-            slot.room = None
-        return Outcome("failed", why)
-
-    async def _end_slot(self, slot: Slot) -> None:
+    async def end_slot(self, slot: RaySlot) -> None:
         """End the sandbox the slot kept on its node, then give its room back."""
-        assert isinstance(slot, RaySlot)
         room, slot.room = slot.room, None
         agent, slot.agent = slot.agent, None
         if agent is not None:
@@ -167,7 +177,7 @@ class RayEngine(LocalEngine):
                 anyio.move_on_after(_CANCEL_GRACE_SECONDS),
                 contextlib.suppress(ray.exceptions.RayError),
             ):
-                await agent.end_slot.remote(slot.id)
+                await answer(agent.end_slot.remote(slot.id))
         if room is not None:
             room.release()
 
@@ -178,8 +188,40 @@ class RayEngine(LocalEngine):
     async def aclose(self) -> None:
         """End every sandbox on the nodes and here, and leave the cluster."""
         await self._agents.aclose()
-        await super().aclose()
+        await self._host.aclose()
+        self._host.cgroups.remove_base()
         ray.shutdown()
+
+
+def _lost(slot: RaySlot, why: str) -> Outcome:
+    """The slot's agent is gone: the sandbox failed, and the run's next gets a new room."""
+    _release(slot)
+    return Outcome("failed", why)
+
+
+def _release(slot: RaySlot) -> None:
+    """Give the slot's room back, and forget its node's agent."""
+    slot.agent = slot.node = None
+    if slot.room is not None:
+        slot.room.release()
+        slot.room = None
+
+
+def _unfit(nodes: list[Capacity], size: Size) -> str | None:
+    """Why none of `nodes` can hold a sandbox of `size` (None when one can)."""
+    if any(node.holds(size) for node in nodes):
+        return None
+    largest = max(nodes, key=lambda n: (n.cpus, n.memory_bytes), default=Capacity(0, 0))
+    return largest.too_small(size, "the largest node of the Ray cluster")
+
+
+def node_capacities() -> list[Capacity]:
+    """The CPUs and memory of each live node of the cluster, as Ray counts them (blocks)."""
+    return [
+        Capacity(float(node["Resources"].get("CPU", 0)), int(node["Resources"].get("memory", 0)))
+        for node in ray.nodes()  # type: ignore[no-untyped-call]
+        if node["Alive"]
+    ]
 
 
 def ray_isolation(host: SandboxHost) -> dict[str, object]:
@@ -231,24 +273,29 @@ def _loopback(address: str) -> bool:
         return address == "localhost"
 
 
-async def _began(slot: RaySlot, job: NodeJob, answer: asyncio.Future[bytes]) -> bool:
+async def _began(agent: AgentHandle, job: NodeJob, answer: Pending[bytes]) -> bool:
     """Whether the job's command has begun, once it has; False once it ended first (its end
     is then all there is to record)."""
     hold = _HOLD_SECONDS
-    while not (await asyncio.wait({answer}, timeout=hold))[0]:
-        began = slot.agent.started.remote(slot.id, job.sandbox_id).as_future()
-        await asyncio.wait({answer, began}, return_when=asyncio.FIRST_COMPLETED)
-        if began.done() and not began.exception() and began.result():
-            return True
-        began.cancel()
+    while True:
+        with anyio.move_on_after(hold):
+            await answer.wait()
+            return False
+        began = Pending(agent.started.remote(job.slot_id, job.sandbox_id))
+        await first(answer, began)
+        if began.done:
+            with contextlib.suppress(Exception):  # an agent that could not say has not
+                if await began.result():
+                    return True
         hold = min(hold * 2, 1.0)  # not begun there yet: ask again, less often
-    return False
 
 
-async def _settled(answer: asyncio.Future[bytes]) -> Outcome | None:
+async def _settled(answer: Pending[bytes]) -> Outcome | None:
     """The outcome, once the agent has answered; None when it could not."""
-    await asyncio.wait({answer})
-    return None if answer.exception() else unpack(answer.result(), Outcome)
+    try:
+        return unpack(await answer.result(), Outcome)
+    except Exception:
+        return None
 
 
 def _why(ex: ray.exceptions.RayError) -> str:

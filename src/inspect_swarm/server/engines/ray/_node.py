@@ -26,6 +26,7 @@ import shutil
 import stat
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -33,10 +34,12 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ...model._types import Outcome, RunSpec, SandboxInput
-from ...sandboxes._cgroups import Limits
+from ...sandboxes._cgroups import Limits, Usage
 from ...sandboxes._child_process import ChildProcess
 from ...sandboxes._isolation import IsolationConfig, Sandbox, SandboxError, SandboxHost, User
-from .._command import Slot, Tails, limits, run_command
+from ...sandboxes._terminal import TerminalSize
+from ...sandboxes._watch import Change, DirectoryWatch
+from .._command import Command, Slot, Tails, limits, run_in_slot
 
 T = TypeVar("T")
 
@@ -243,27 +246,14 @@ class NodeAgent:
         return tails.onto(outcome)
 
     async def _run(self, slot: Slot, job: NodeJob, running: _Running, tails: Tails) -> Outcome:
-        cap = limits(job.spec.size)
-        try:
-            sandbox = await slot.sandbox_for(
-                lambda new: self._host.create(new, cap), job.sandbox_id
-            )
-        except (SandboxError, OSError) as ex:
-            return Outcome("failed", f"boot failed: {ex}")
-
         def began() -> None:
             running.command = True
             running.began.set()
 
-        ran = False
-        try:
-            env = {**job.env, NODE_VARIABLE: self.node}
-            outcome = await run_command(sandbox, job.spec, job.item, env, began, tails)
-            ran = True
-            return outcome
-        finally:
-            with anyio.CancelScope(shield=True):
-                await slot.done(job.keep and ran)
+        env = {**job.env, NODE_VARIABLE: self.node}
+        command = Command(job.spec, job.item, env, began, tails)
+        boot = partial(self._host.create, limits=limits(job.spec.size))
+        return await run_in_slot(slot, boot, job.sandbox_id, command, lambda: job.keep)
 
     async def started(self, slot_id: str, sandbox_id: str) -> bool:
         """Return once the sandbox's command has begun (True), or at once when the sandbox
@@ -354,15 +344,22 @@ class HeldSandbox:
         self._node = node
         self._processes: dict[int, ChildProcess] = {}
         self._readers: dict[tuple[int, str], AsyncIterator[bytes]] = {}
+        self._watches: dict[int, tuple[DirectoryWatch, AsyncIterator[list[Change]]]] = {}
         self._keys = itertools.count()
         self._waits: list[tuple[anyio.CancelScope, anyio.Event]] = []
 
     async def exec(
-        self, argv: Sequence[str], env: Mapping[str, str], cwd: str | None, user: User, stdin: bool
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        cwd: str | None,
+        user: User,
+        stdin: bool,
+        terminal: TerminalSize | None,
     ) -> tuple[int, int]:
         """Start a process: (its key here, its pid in the sandbox)."""
         env = {**env, NODE_VARIABLE: self._node}
-        process = await self._sandbox.exec(argv, env, cwd, user, stdin)
+        process = await self._sandbox.exec(argv, env, cwd, user, stdin, terminal)
         key = next(self._keys)
         self._processes[key] = process
         return key, process.pid
@@ -395,6 +392,36 @@ class HeldSandbox:
         """Close the process's stdin."""
         if (process := self._processes.get(key)) is not None:
             process.close_stdin()
+
+    async def usage(self) -> Usage:
+        """What the sandbox uses now."""
+        return await anyio.to_thread.run_sync(self._sandbox.usage)
+
+    async def watch(self, user: User, path: str, recursive: bool) -> int:
+        """Watch a directory of the sandbox: the watch's key here."""
+        watch = await self._sandbox.watch(user, path, recursive)
+        key = next(self._keys)
+        self._watches[key] = (watch, watch.changes())
+        return key
+
+    async def changes(self, key: int) -> list[Change] | None:
+        """The watch's next batch of changes (None at its end)."""
+        if (found := self._watches.get(key)) is None:
+            return None
+        batch = await anext(found[1], None)
+        if batch is None:
+            self.unwatch(key)
+        return batch
+
+    def unwatch(self, key: int) -> None:
+        """Stop a watch."""
+        if (found := self._watches.pop(key, None)) is not None:
+            found[0].close()
+
+    def resize(self, key: int, size: TerminalSize) -> None:
+        """Resize the process's terminal."""
+        if (process := self._processes.get(key)) is not None:
+            process.resize(size)
 
     def forget(self, key: int) -> None:
         """Let go of a process that exited."""

@@ -14,11 +14,12 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import ray
 import ray.exceptions
+from ray.actor import ActorHandle
 from ray.util.placement_group import (
     PlacementGroup,
     placement_group,
@@ -29,6 +30,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ...sandboxes._cgroups import Limits
 from ...sandboxes._isolation import IsolationConfig
+from ._calls import AgentHandle, answer
 from ._node import NodeAgent
 
 _CALLS = 100_000
@@ -59,7 +61,7 @@ class Room:
 
     async def node(self) -> str:
         """The node Ray placed it on, once it has (waiting in Ray's queue for room)."""
-        await self._group.ready()
+        await answer(self._group.ready())
         table: dict[str, Any] = await anyio.to_thread.run_sync(placement_group_table, self._group)
         return str(table["bundles_to_node_id"][0])
 
@@ -74,8 +76,8 @@ class Agents:
 
     def __init__(self, isolation: IsolationConfig) -> None:
         self._isolation = isolation
-        self._agents: dict[str, Any] = {}
-        self._verdicts: dict[Any, _Verdict] = {}
+        self._agents: dict[str, AgentHandle] = {}
+        self._verdicts: dict[AgentHandle, _Verdict] = {}
         """What became of each agent lost (one per agent that died: few)."""
 
     def start(self) -> None:
@@ -85,20 +87,21 @@ class Agents:
             if node["Alive"] and node["Resources"].get("CPU", 0) > 0:
                 self.on(str(node["NodeID"]))
 
-    def on(self, node: str) -> Any:
+    def on(self, node: str) -> AgentHandle:
         """The agent on `node` (made if this server has none there)."""
         agent = self._agents.get(node)
         if agent is None:
-            agent = self._agents[node] = _agent.options(  # type: ignore[attr-defined]
+            made = _agent.options(  # type: ignore[attr-defined]
                 num_cpus=0,
                 max_concurrency=_CALLS,
                 max_restarts=0,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
             ).remote(self._isolation, node)
+            agent = self._agents[node] = cast(AgentHandle, made)
         return agent
 
     async def lost(
-        self, node: str, agent: Any, ex: ray.exceptions.RayActorError
+        self, node: str, agent: AgentHandle, ex: ray.exceptions.RayActorError
     ) -> tuple[str, bool]:
         """The server lost the agent on `node` (`ex`): forget it; what that did to a sandbox
         of it, and whether the sandbox surely ended (else it may run on, to be stopped).
@@ -128,7 +131,7 @@ class Agents:
                     tg.start_soon(_close, agent)
         for agent in agents:
             with contextlib.suppress(Exception):
-                ray.kill(agent)
+                ray.kill(cast(ActorHandle[Any], agent))  # the handle it is
 
 
 @dataclass
@@ -157,9 +160,9 @@ async def _judge(node: str, ex: ray.exceptions.RayActorError) -> tuple[str, bool
     return f"lost touch with the sandbox agent on node {node}; told it to stop there", False
 
 
-async def _close(agent: Any) -> None:
+async def _close(agent: AgentHandle) -> None:
     try:
-        await agent.aclose.remote()
+        await answer(agent.aclose.remote())
     except ray.exceptions.RayError as ex:
         logger.warning("a node's agent did not end its sandboxes: %s", ex)
 

@@ -20,8 +20,11 @@ import ray
 import ray.exceptions
 
 from ...model._types import GIB
-from ...sandboxes._cgroups import Limits
+from ...sandboxes._cgroups import Limits, Usage
 from ...sandboxes._isolation import ROOT, SandboxError, User
+from ...sandboxes._terminal import TerminalSize
+from ...sandboxes._watch import Change
+from ._calls import AgentHandle, Pending, answer
 from ._node import Answer, HeldSandbox
 from ._place import Agents, Room
 
@@ -48,10 +51,11 @@ def _value(answer: Answer) -> Any:
 class RayProcess:
     """A process of a sandbox on a node, as the server sees it (a `LiveProcess`)."""
 
-    def __init__(self, sandbox: RaySandbox, key: int, pid: int) -> None:
+    def __init__(self, sandbox: RaySandbox, key: int, pid: int, terminal: bool) -> None:
         self._sandbox = sandbox
         self.key = key
         self._pid = pid
+        self.terminal = terminal
         self._returncode: int | None = None
 
     @property
@@ -99,11 +103,40 @@ class RayProcess:
         """Close its stdin."""
         self._sandbox.send(HeldSandbox.close_stdin, self.key)
 
+    def resize(self, size: TerminalSize) -> None:
+        """Resize its terminal."""
+        if not self.terminal:
+            raise ValueError(f"process {self._pid} has no terminal")
+        self._sandbox.send(HeldSandbox.resize, self.key, size)
+
+
+class RayWatch:
+    """A watch of a directory of a sandbox on a node, as the server sees it (a `LiveWatch`)."""
+
+    def __init__(self, sandbox: RaySandbox, key: int) -> None:
+        self._sandbox = sandbox
+        self._key = key
+
+    async def changes(self) -> AsyncIterator[list[Change]]:
+        """Batches of changes until the watch's end (or its node's)."""
+        while True:
+            try:
+                batch = await self._sandbox.call(HeldSandbox.changes, self._key)
+            except ray.exceptions.RayError:
+                return
+            if batch is None:
+                return
+            yield batch
+
+    def close(self) -> None:
+        """Stop watching."""
+        self._sandbox.send(HeldSandbox.unwatch, self._key)
+
 
 class RaySandbox:
     """A long-lived sandbox on a node, as the server sees it (a `LiveSandbox`)."""
 
-    def __init__(self, agent: Any, room: Room, sandbox_id: str, node: str) -> None:
+    def __init__(self, agent: AgentHandle, room: Room, sandbox_id: str, node: str) -> None:
         self._agent = agent
         self._room = room
         self.id = sandbox_id
@@ -116,7 +149,7 @@ class RaySandbox:
 
     async def call(self, operation: Callable[..., Any], *args: Any) -> Any:
         """`operation` (a method of `HeldSandbox`) on the sandbox, on its node."""
-        return _value(await self._agent.held.remote(self.id, operation, *args))
+        return _value(await answer(self._agent.held.remote(self.id, operation, *args)))
 
     def send(self, operation: Callable[..., Any], *args: Any) -> None:
         """`operation` on the sandbox, without waiting for it."""
@@ -129,13 +162,27 @@ class RaySandbox:
         cwd: str | None = None,
         user: User = ROOT,
         stdin: bool = False,
+        terminal: TerminalSize | None = None,
     ) -> RayProcess:
         """Start `argv` in the sandbox, on its node."""
+        args = (argv, dict(env), cwd, user, stdin, terminal)
         try:
-            key, pid = await self.call(HeldSandbox.exec, argv, dict(env), cwd, user, stdin)
+            key, pid = await self.call(HeldSandbox.exec, *args)
         except ray.exceptions.RayError:
             raise SandboxError(self._gone()) from None
-        return RayProcess(self, key, pid)
+        return RayProcess(self, key, pid, terminal is not None)
+
+    def usage(self) -> Usage:
+        """What the sandbox uses now, on its node (blocks)."""
+        return self._blocking(HeldSandbox.usage)  # type: ignore[no-any-return]
+
+    async def watch(self, user: User, path: str, recursive: bool) -> RayWatch:
+        """Watch a directory of the sandbox, on its node."""
+        try:
+            key = await self.call(HeldSandbox.watch, user, path, recursive)
+        except ray.exceptions.RayError:
+            raise ProcessLookupError(errno.ESRCH, self._gone()) from None
+        return RayWatch(self, key)
 
     def forget(self, process: Any) -> None:
         """Let go of a process that exited."""
@@ -165,7 +212,7 @@ class RaySandbox:
             anyio.move_on_after(_CLOSE_SECONDS),
             contextlib.suppress(ray.exceptions.RayError),
         ):
-            ok, error = await self._agent.close.remote(self.id)
+            ok, error = await answer(self._agent.close.remote(self.id))
             if not ok:
                 logger.warning("sandbox %s on node %s: %r", self.id, self._node, error)
         self._room.release()
@@ -214,9 +261,9 @@ async def _place(
             "add nodes"
         ) from None
     agent = agents.on(node)
-    made = agent.create.remote(sandbox_id, cap)
+    made = Pending(agent.create.remote(sandbox_id, cap))
     try:
-        answer = await made
+        answered = await made.result()
     except ray.exceptions.RayActorError as ex:
         _, ended = await agents.lost(node, agent, ex)
         if not ended:
@@ -229,10 +276,10 @@ async def _place(
             anyio.move_on_after(_CLOSE_SECONDS),
             contextlib.suppress(ray.exceptions.RayError),
         ):
-            await made
-            await agent.close.remote(sandbox_id)
+            await made.result()
+            await answer(agent.close.remote(sandbox_id))
         if isinstance(ex, ray.exceptions.RayError):
             raise SandboxError(f"the sandbox's node failed it: {ex}") from None
         raise
-    _value(answer)  # the agent's own refusal (a boot that failed): it holds nothing
+    _value(answered)  # the agent's own refusal (a boot that failed): it holds nothing
     return RaySandbox(agent, room, sandbox_id, node)

@@ -1,0 +1,94 @@
+"""The shapes of the E2B control plane's requests and answers, as the OpenAPI document
+describes them (`_wire` builds the answers; `_surface` reads the requests)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ...model._types import DEFAULT_TEMPLATE
+
+
+class E2BErrorBody(BaseModel):
+    """What the control plane answers when it refuses a request or fails."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    code: int
+    """The HTTP status."""
+    message: str
+
+
+class E2BCreateBody(BaseModel):
+    """The body of a create: what the E2B SDK sends (fields this server does not use are
+    taken and ignored)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    templateID: str = DEFAULT_TEMPLATE
+    timeout: int | None = Field(default=None, description="Its lifetime, in seconds.")
+    metadata: dict[str, str] = {}
+    envVars: dict[str, str] = {}
+
+
+class E2BTimeoutBody(BaseModel):
+    """The body of a timeout change, or of a connect that sets one."""
+
+    model_config = ConfigDict(extra="allow")
+
+    timeout: int = Field(description="Its lifetime from now, in seconds.")
+
+
+class E2BCreated(BaseModel):
+    """A sandbox as a create or connect answers it: where its daemon is and its token."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    templateID: str
+    sandboxID: str
+    clientID: str
+    envdVersion: str
+    envdAccessToken: str
+    domain: None
+
+
+class E2BListed(BaseModel):
+    """A live sandbox as the list shows it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    templateID: str
+    sandboxID: str
+    clientID: str
+    startedAt: str
+    endAt: str
+    cpuCount: int
+    memoryMB: int
+    diskSizeMB: int
+    state: str
+    envdVersion: str
+    metadata: dict[str, Any]
+
+
+class E2BDetailed(E2BListed):
+    """A live sandbox as a get answers it, with its daemon's token."""
+
+    envdAccessToken: str
+    domain: None
+
+
+class E2BMetric(BaseModel):
+    """One sample of a sandbox's use of CPU, memory and disk."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    timestamp: str
+    timestampUnix: int
+    cpuCount: int
+    cpuUsedPct: float
+    memUsed: int
+    memTotal: int
+    memCache: int
+    diskUsed: int
+    diskTotal: int

@@ -1,0 +1,185 @@
+"""Attacks on what the E2B surface adds to a sandbox: terminals, watches, files by URL.
+
+Played with the unmodified e2b SDK, as a user of one sandbox who goes after another's.
+"""
+
+from __future__ import annotations
+
+import gzip
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from ..servers import OTHER_KEY, Server, point_e2b_at
+
+e2b = pytest.importorskip("e2b")
+
+
+def daemon_headers(sandbox: e2b.Sandbox) -> dict[str, str]:
+    """What a request to a sandbox's daemon names it with."""
+    return {"E2b-Sandbox-Id": sandbox.sandbox_id, "X-Access-Token": str(sandbox._envd_access_token)}
+
+
+@pytest.fixture
+def two(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[e2b.Sandbox, e2b.Sandbox]]:
+    """Two sandboxes: the victim's and the attacker's."""
+    point_e2b_at(server, monkeypatch)
+    victim = e2b.Sandbox.create()
+    attacker = e2b.Sandbox.create()
+    yield victim, attacker
+    attacker.kill()
+    victim.kill()
+
+
+def test_a_terminal_is_reached_only_through_its_own_sandbox(
+    server: Server, two: tuple[e2b.Sandbox, e2b.Sandbox]
+) -> None:
+    victim, attacker = two
+    term = victim.pty.create(e2b.PtySize(rows=24, cols=80))
+    # its pid named through another sandbox: that sandbox's processes, none of them it
+    with pytest.raises(e2b.NotFoundException):
+        attacker.pty.send_stdin(term.pid, b"touch /tmp/owned\n")
+    with pytest.raises(e2b.NotFoundException):
+        attacker.pty.resize(term.pid, e2b.PtySize(rows=1, cols=1))
+    assert not attacker.pty.kill(term.pid)
+    # the victim's sandbox named with the attacker's access token, or another account's key
+    headers = {"E2b-Sandbox-Id": victim.sandbox_id, "Content-Type": "application/json"}
+    for token in (str(attacker._envd_access_token), ""):
+        answer = httpx.post(
+            f"{server.url}/process.Process/SendInput",
+            json={"process": {"pid": term.pid}, "input": {"pty": "aWQK"}},
+            headers={**headers, "X-Access-Token": token},
+        )
+        assert answer.status_code == 401, answer.text
+    with pytest.raises(e2b.SandboxException):
+        e2b.Sandbox.connect(victim.sandbox_id, api_key=OTHER_KEY)
+    # a sandbox's terminals are its own devpts: the attacker sees none of the victim's
+    assert attacker.commands.run("ls /dev/pts").stdout.split() == ["ptmx"]
+    own = attacker.pty.create(e2b.PtySize(rows=24, cols=80))
+    assert attacker.commands.run("ls /dev/pts").stdout.split() == ["0", "ptmx"]
+    assert victim.pty.kill(term.pid) and attacker.pty.kill(own.pid)
+    assert not victim.files.exists("/tmp/owned")
+    # its own key still reaches it
+    assert e2b.Sandbox.connect(victim.sandbox_id).sandbox_id == victim.sandbox_id
+
+
+def test_a_watch_sees_its_own_sandbox_only(
+    server: Server, two: tuple[e2b.Sandbox, e2b.Sandbox]
+) -> None:
+    victim, attacker = two
+    mine = victim.files.watch_dir("/tmp")
+    # the victim's watcher named through the attacker's sandbox: none of its own
+    answer = httpx.post(
+        f"{server.url}/filesystem.Filesystem/GetWatcherEvents",
+        json={"watcherId": mine._watcher_id},
+        headers=daemon_headers(attacker),
+    )
+    assert answer.status_code == 404 and answer.json()["code"] == "not_found", answer.text
+    # links to the host's root and `..` past the root lead to the attacker's own /tmp
+    attacker.commands.run("ln -s / /tmp/up && ln -s /proc/1/root /tmp/init")
+    watches = [attacker.files.watch_dir(path) for path in ("/tmp/up/tmp", "/../../tmp")]
+    with pytest.raises(e2b.SandboxException, match="Permission denied"):
+        attacker.files.watch_dir("/tmp/init/tmp")  # PID 1's root: not `user`'s to follow
+    Path(f"/tmp/host-{attacker.sandbox_id}").write_text("the host's")
+    victim.files.write(f"/tmp/victim-{attacker.sandbox_id}", "the victim's")
+    attacker.files.write("/tmp/inside", "the attacker's")
+    for watch in watches:
+        names: set[str] = set()
+        deadline = time.monotonic() + 30  # a safety net: the attacker's own change comes
+        while "inside" not in names and time.monotonic() < deadline:
+            names |= {event.name for event in watch.get_new_events()}
+        assert "inside" in names and not any(attacker.sandbox_id in name for name in names)
+    Path(f"/tmp/host-{attacker.sandbox_id}").unlink()
+    assert f"victim-{attacker.sandbox_id}" in {e.name for e in mine.get_new_events()}
+
+
+def test_a_gzip_body_that_inflates_past_the_file_limit_is_refused_unwritten(
+    server: Server, two: tuple[e2b.Sandbox, e2b.Sandbox]
+) -> None:
+    victim, _ = two
+    headers = {**daemon_headers(victim), "Content-Encoding": "gzip"}
+    # 300 MiB of zeros in a fraction of a MiB: over the file limit (256 MiB) once inflated
+    bomb = gzip.compress(bytes(300 * 1024 * 1024), compresslevel=9)
+    answer = httpx.post(
+        f"{server.url}/files", params={"path": "/tmp/bomb"}, content=bomb, headers=headers
+    )
+    assert answer.status_code == 413 and "limit" in answer.json()["message"], answer.text
+    assert not victim.files.exists("/tmp/bomb")
+    assert server.health()["status"] == "ok"
+
+
+def test_a_signed_url_opens_its_one_operation_path_and_user_only(
+    server: Server, two: tuple[e2b.Sandbox, e2b.Sandbox]
+) -> None:
+    victim, attacker = two
+    victim.files.write("/tmp/mine", "the victim's")
+    victim.commands.run("echo secret > /root/secret && echo x > /tmp/other", user="root")
+    url = httpx.URL(victim.download_url("/tmp/mine"))
+    assert httpx.get(url).text == "the victim's"
+    refused = [
+        url.copy_set_param("path", "/tmp/other"),  # another path
+        url.copy_set_param("username", "root"),  # another user
+        url.copy_set_param("signature", "v1_" + "A" * 43),  # a made-up signature
+        url.copy_remove_param("signature").copy_set_param("signature", ""),
+        httpx.URL(victim.download_url("/tmp/mine", use_signature_expiration=600)).copy_set_param(
+            "signature_expiration",
+            "99999999999",  # a later expiry than the one signed
+        ),
+    ]
+    for forged in refused:
+        answer = httpx.get(forged)
+        assert answer.status_code == 401, (forged, answer.text)
+    # the Basic user of a header does not stand in for the signed one
+    assert (
+        httpx.get(url.copy_set_param("path", "/root/secret"), auth=("root", "")).status_code == 401
+    )
+    assert httpx.get(url, auth=("root", "")).text == "the victim's"
+    # a read's URL does not write, and a write's writes only its own path
+    assert httpx.post(url, content=b"overwritten").status_code == 401
+    upload = victim.upload_url("/tmp/drop")
+    sent = httpx.post(upload, files={"file": ("/tmp/mine", b"x")})
+    assert sent.status_code == 200 and victim.files.read("/tmp/mine") == "the victim's"
+    assert httpx.post(upload.replace("drop", "mine"), files={"f": ("y", b"x")}).status_code == 401
+    # the attacker's own signature names the attacker's sandbox, never the victim's
+    attacker.files.write("/tmp/mine", "the attacker's")
+    theirs = httpx.URL(attacker.download_url("/tmp/mine"))
+    answer = httpx.get(theirs, headers={"E2b-Sandbox-Id": victim.sandbox_id})
+    assert answer.text == "the attacker's"
+    assert victim.files.read("/tmp/mine") == "the victim's"
+
+
+def test_metadata_headers_no_file_system_takes_are_refused_before_writing(
+    server: Server, two: tuple[e2b.Sandbox, e2b.Sandbox]
+) -> None:
+    victim, _ = two
+    headers = daemon_headers(victim)
+    refused = [
+        {"X-Metadata-key": "\x7f"},  # not printable
+        {"X-Metadata-key": "v" * 4097},  # past what a value may hold
+        {"X-Metadata-" + "k" * 129: "v"},  # past what a key may hold
+        {f"X-Metadata-k{i}": "v" for i in range(65)},  # more than a file takes
+    ]
+    for extra in refused:
+        answer = httpx.post(
+            f"{server.url}/files",
+            params={"path": "/tmp/meta"},
+            content=b"x",
+            headers={**headers, **extra},
+        )
+        assert answer.status_code == 400 and "X-Metadata" in answer.json()["message"]
+    assert not victim.files.exists("/tmp/meta")
+    # a key is a name in the `user.` namespace only: never `trusted.` or `security.` ones
+    answer = httpx.post(
+        f"{server.url}/files",
+        params={"path": "/tmp/meta"},
+        content=b"x",
+        headers={**headers, "X-Metadata-..%2Fsecurity.capability": "v"},
+    )
+    assert answer.status_code == 200, answer.text
+    listed = victim.commands.run("python3 -c \"import os; print(os.listxattr('/tmp/meta'))\"")
+    assert listed.stdout.strip() == "['user...%2fsecurity.capability']"

@@ -1,0 +1,187 @@
+"""Attacks from outside with no key: connections held open by bodies that trickle in, bodies
+sent to be refused, and many connections from one address.
+
+Each must cost the server little: a request without a key is answered before any of its body
+is read and its connection closed, a body that comes too slowly is answered 408 however
+steadily it trickles, and one address holds only so many connections.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from ..servers import KEY, Server
+from .conftest import in_sandbox, served
+from .test_edge import address
+
+RATE_KIB = 1
+"""The servers' slowest body rate, in KiB a second."""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A server with a short read timeout and a slow minimum rate, so a body that trickles
+    in is cut off within seconds."""
+    options = ("--memory-gib", "4", "--read-timeout", "3", "--min-body-rate", str(RATE_KIB))
+    yield from served(tmp_path_factory, "unauthenticated", *options)
+
+
+def connect(server: Server, source: str = "127.0.0.1") -> socket.socket:
+    """A connection to the server from `source` (any address of 127.0.0.0/8 reaches it)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.settimeout(30)  # a safety net: every answer below comes long before
+    sock.bind((source, 0))
+    sock.connect(address(server))
+    return sock
+
+
+def read_until_closed(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection."""
+    answer = b""
+    with contextlib.suppress(ConnectionResetError):
+        while part := sock.recv(65536):
+            answer += part
+    return answer
+
+
+def head(answer: bytes) -> tuple[int, dict[str, str]]:
+    """The status and headers of an HTTP answer."""
+    lines = answer.split(b"\r\n\r\n")[0].decode().split("\r\n")
+    headers = dict(line.lower().split(": ", 1) for line in lines[1:])
+    return int(lines[0].split()[1]), headers
+
+
+CONNECT = "Content-Length: 100000\r\nContent-Type: application/json"
+SANDBOX = "E2b-Sandbox-Id: sbx-made-up\r\nX-Access-Token: guessed"
+REFUSED = [
+    ("POST /api/swarms", "Transfer-Encoding: chunked", b"5\r\nxxxxx\r\n", 401, "unauthorized"),
+    (
+        "POST /api/swarms",
+        "Content-Length: 100000\r\nAuthorization: Bearer x",
+        b"{",
+        401,
+        "unauthorized",
+    ),
+    ("POST /v2/sandboxes", "Content-Length: 100000", b"{", 401, 401),
+    ("POST /filesystem.Filesystem/Stat", CONNECT, b'{"path"', 400, "invalid_argument"),
+    ("POST /filesystem.Filesystem/Stat", f"{CONNECT}\r\n{SANDBOX}", b"{", 502, "unavailable"),
+    ("POST /process.Process/Start", f"{CONNECT}\r\n{SANDBOX}", b"{", 502, "unavailable"),
+    ("POST /files?path=/x", "Content-Length: 100000", b"xxxxx", 400, 400),
+    ("POST /files?path=/x", f"Content-Length: 100000\r\n{SANDBOX}", b"xxxxx", 502, 502),
+]
+
+
+@pytest.mark.parametrize(
+    ("request_line", "framing", "start", "status", "code"),
+    REFUSED,
+    ids=[f"{r[0]} {r[3]}" for r in REFUSED],
+)
+def test_a_request_without_a_key_is_refused_before_its_body_and_its_connection_closed(
+    server: Server, request_line: str, framing: str, start: bytes, status: int, code: str | int
+) -> None:
+    with connect(server) as sock:
+        sock.sendall(f"{request_line} HTTP/1.1\r\nHost: x\r\n{framing}\r\n\r\n".encode() + start)
+        # the rest of the body never comes: the answer must not wait for it
+        answer = read_until_closed(sock)
+    assert head(answer)[0] == status, answer[:300]
+    assert head(answer)[1]["connection"] == "close"
+    assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["code"] == code
+    assert server.health()["status"] == "ok"
+
+
+def test_a_body_that_trickles_in_steadily_is_cut_off_at_its_deadline(server: Server) -> None:
+    # one byte every 0.2 s never pauses for the read timeout; at 5 bytes a second it comes
+    # far slower than the minimum rate, so its deadline (3 s and 4 s for its 4,096 bytes)
+    # cuts it off
+    size = 4 * 1024
+    with connect(server) as sock:
+        sock.sendall(
+            f"POST /api/swarms HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+            f"Content-Length: {size}\r\n\r\n".encode()
+        )
+        answered = False
+        for _ in range(size):  # the whole body's worth: a safety net, never reached
+            try:
+                sock.sendall(b" ")
+            except OSError:
+                break  # closed once answered
+            sock.settimeout(0.2)
+            try:
+                if sock.recv(1, socket.MSG_PEEK):
+                    answered = True
+                    break
+            except TimeoutError:
+                continue
+        assert answered
+        sock.settimeout(30)
+        answer = read_until_closed(sock)
+    status, headers = head(answer)
+    assert status == 408, answer[:300]
+    assert headers["connection"] == "close"
+    detail = json.loads(answer.split(b"\r\n\r\n", 1)[1])["detail"]
+    assert f"slower than {RATE_KIB * 1024} bytes a second" in detail
+
+
+@pytest.fixture(scope="module")
+def capped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A server whose client addresses may hold 4 connections each, sandboxes 8."""
+    options = ("--max-client-connections", "4", "--max-sandbox-connections", "8")
+    yield from served(tmp_path_factory, "capped", "--memory-gib", "4", *options)
+
+
+def healthz(sock: socket.socket) -> int:
+    """The status of `GET /healthz` on a connection, 0 if it was reset or closed."""
+    try:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        answer = sock.recv(65536)
+    except OSError:
+        return 0
+    return head(answer)[0] if answer else 0
+
+
+def test_one_address_holds_only_so_many_connections(capped: Server) -> None:
+    held = [connect(capped, "127.0.0.2") for _ in range(4)]
+    for sock in held:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\n")  # a head begun, never ended
+    with connect(capped, "127.0.0.2") as extra:
+        assert healthz(extra) == 0  # reset at once
+    with connect(capped, "127.0.0.3") as other:
+        assert healthz(other) == 200  # another address is served
+    held.pop().close()
+    deadline = time.monotonic() + 30
+    while True:  # the server counts the closed connection out once it sees it closed
+        with connect(capped, "127.0.0.2") as again:
+            if healthz(again) == 200:
+                break
+        assert time.monotonic() < deadline
+    for sock in held:
+        sock.close()
+
+
+HOLD_EIGHT = r"""
+python3 - <<'EOF'
+import os, socket
+from urllib.parse import urlsplit
+url = urlsplit(os.environ["MARITIME_API_URL"])
+held = []
+for _ in range(8):
+    sock = socket.create_connection((url.hostname, url.port), timeout=20)
+    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    held.append(sock.recv(100).startswith(b"HTTP/1.1 200"))
+print(sum(held))
+EOF
+"""
+
+
+def test_a_sandboxs_connections_count_against_its_own_cap_not_its_address(
+    capped: Server,
+) -> None:
+    # every sandbox reaches the server from this machine's address, through the server's
+    # forwarder: they are capped per sandbox instead
+    assert in_sandbox(capped, HOLD_EIGHT)["stdoutTail"] == "8\n"  # all answered
