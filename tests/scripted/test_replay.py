@@ -27,6 +27,7 @@ from inspect_swarm import Budget, leaderless, member, swarm
 from inspect_swarm._contracts._schema import LEDGER_KEY, METRICS_KEY, RESULT_KEY
 from inspect_swarm.cli._main import main
 from inspect_swarm.scripted import Script, Step, replay_script, scripted_model
+from inspect_swarm.scripted._script import Hold
 
 from .test_scripted_model import add
 
@@ -177,7 +178,7 @@ def test_the_replay_keeps_who_submitted_first_whatever_the_timing(
     assert sample.store[RESULT_KEY]["final"]["member"] == "react-1"
     steps = script.samples["q"]
     assert [s.delay for table in steps.values() for s in table] == [0.0, 0.0]
-    assert steps["react-2"][0].after_stop
+    assert Hold.of(steps["react-2"][0].after).stop
     replayed = evaluate(racing_task(), scripted_model(script, name="b"), tmp_path)
     assert_replayed(original, replayed)
 

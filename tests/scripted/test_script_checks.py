@@ -27,6 +27,11 @@ from inspect_swarm.scripted import Script, scripted_model
         ({"text": "x", "delay": -1}, "delay"),
         ({"text": "x", "stop_reason": "tired"}, "stop_reason"),
         ({"submit": "1", "usage": {"input_tokens": -5}}, "input_tokens"),
+        ({"text": "x", "after": "later"}, "after"),
+        ({"text": "x", "after": {}}, "`after` names nothing to wait for"),
+        ({"text": "x", "after": []}, "`after` names nothing to wait for"),
+        ({"text": "x", "after": ["stop", "stop"]}, "name `stop` once"),
+        ({"text": "x", "after": [{"w-1": 1}, {"w-2": 1}]}, "every member in one mapping"),
     ],
 )
 def test_bad_steps_are_refused_with_the_field(step: dict[str, Any], message: str) -> None:

@@ -1,3 +1,4 @@
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -6,13 +7,14 @@ import pytest
 from inspect_ai import Task, eval, eval_async
 from inspect_ai.agent import Agent, AgentState, agent, react
 from inspect_ai.dataset import Sample
-from inspect_ai.event import ModelEvent
+from inspect_ai.event import InfoEvent, ModelEvent
 from inspect_ai.log import EvalLog, EvalSample
 from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, Model, ModelOutput
 from inspect_ai.scorer import match
 from inspect_ai.solver import Solver
 from inspect_ai.tool import Tool, tool
 
+from inspect_swarm import leaderless, member, swarm
 from inspect_swarm._context import _member
 from inspect_swarm.scripted import ScriptError, scripted_model
 
@@ -333,29 +335,107 @@ async def test_members_follow_their_own_steps(
         assert delayed.working_time is not None and delayed.working_time >= 0.3
 
 
-@pytest.mark.anyio
-async def test_a_step_after_another_members_calls_waits_for_them(
-    anyio_backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def swarm_of(*names: str) -> Agent:
+    return swarm(
+        [member(react, name=n) for n in names],
+        controller=leaderless(stop_on_submission=False),
+        channels=[],
+    )
+
+
+def calls_by_step(sample: EvalSample) -> dict[tuple[str, int], ModelEvent]:
+    return {
+        (e.call.request["member"], e.call.request["step"]): e
+        for e in model_events(sample)
+        if e.call is not None
+    }
+
+
+def member_end(sample: EvalSample, name: str) -> datetime:
+    """When the swarm recorded how member `name` ended."""
+    return next(
+        e.timestamp
+        for e in sample.events
+        if isinstance(e, InfoEvent)
+        and isinstance(e.data, dict)
+        and (e.data.get("kind"), e.data.get("member")) == ("member_result", name)
+    )
+
+
+def test_a_step_held_until_the_stop_ends_stopped_whatever_the_timing(
+    backend: str, tmp_path: Path
 ) -> None:
-    # alice is slow; bob's answer waits until alice has begun her second call, so her tool ran
-    monkeypatch.setenv("INSPECT_DISPLAY", "none")
+    # timing alone would make `held` answer first; its hold makes `late` the first
     script = {
         "members": {
-            "alice": [
-                {"tool": "add", "arguments": {"x": 1, "y": 1}, "delay": 0.3},
-                {"submit": "A"},
-            ],
-            "bob": [{"submit": "B", "after": {"alice": 2}}],
+            "late": [{"submit": "3", "delay": 0.3}],
+            "held": [{"text": "thinking", "after": "stop"}, {"submit": "4"}],
         }
     }
-    task = Task(dataset=[Sample(id="s", input="go")], solver=two_members())
-    [log] = await eval_async(task, model=scripted_model(script), log_dir=str(tmp_path))
-    assert log.status == "success", log.error
-    sample = only_sample(log)
-    assert sample.output.completion == "A|B"
-    events = model_events(sample)
-    alice_second = next(
-        e for e in events if member_of(e) == "alice" and e.call and e.call.request["step"] == 2
-    )
-    [bob] = [e for e in events if member_of(e) == "bob"]
-    assert bob.completed is not None and bob.completed >= alice_second.timestamp
+    solver = swarm([member(react, name="late"), member(react, name="held")], channels=[])
+    sample = only_sample(run(scripted_model(script), tmp_path, solver=solver))
+    result = sample.store["inspect_swarm:result"]
+    assert {m["name"]: m["status"] for m in result["members"]} == {
+        "late": "submitted",
+        "held": "stopped",
+    }
+    assert sample.output.completion == "3"
+
+
+def test_a_step_held_until_another_members_call(backend: str, tmp_path: Path) -> None:
+    script = {
+        "members": {
+            "first": [{"tool": "add", "arguments": {"x": 1, "y": 1}, "delay": 0.2}, "b", "c"],
+            "second": [{"submit": "3", "after": {"first": 2}}],
+        }
+    }
+    sample = only_sample(run(scripted_model(script), tmp_path, solver=swarm_of("first", "second")))
+    calls = calls_by_step(sample)
+    # the held call returned only once first had asked again, so its first step's tool ran
+    assert calls[("second", 1)].completed is not None
+    assert calls[("second", 1)].completed >= calls[("first", 2)].timestamp
+
+
+def test_a_step_after_a_call_its_member_never_makes_goes_on_once_it_ended(
+    backend: str, tmp_path: Path
+) -> None:
+    # first ends after one call, so its third never comes: second goes on at its end
+    script = {
+        "members": {
+            "first": [{"submit": "1"}],
+            "second": [{"submit": "2", "after": {"first": 3}}],
+        }
+    }
+    solver = swarm_of("first", "second")
+    # the time limit only keeps a hold that never ends from hanging the test
+    sample = only_sample(run(scripted_model(script), tmp_path, solver=solver, time_limit=120))
+    statuses = {m["name"]: m["status"] for m in sample.store["inspect_swarm:result"]["members"]}
+    assert statuses == {"first": "submitted", "second": "submitted"}
+    held = calls_by_step(sample)[("second", 1)]
+    assert held.completed is not None and held.completed >= member_end(sample, "first")
+
+
+def test_a_step_held_for_the_stop_and_a_call_waits_for_both(backend: str, tmp_path: Path) -> None:
+    # late's answer stops the swarm; first's call returns in the grace and its next is refused,
+    # so first ends stopped; second, held for the stop and first's second call, goes on only
+    # once first has ended, well after the stop released it
+    script = {
+        "members": {
+            "late": [{"submit": "3"}],
+            "first": [{"text": "a", "after": "stop"}, {"submit": "1"}],
+            "second": [{"text": "b", "after": ["stop", {"first": 2}]}, {"submit": "2"}],
+        }
+    }
+    solver = swarm([member(react, name=n) for n in ("late", "first", "second")], channels=[])
+    sample = only_sample(run(scripted_model(script), tmp_path, solver=solver, time_limit=120))
+    statuses = {m["name"]: m["status"] for m in sample.store["inspect_swarm:result"]["members"]}
+    assert statuses == {"late": "submitted", "first": "stopped", "second": "stopped"}
+    held = calls_by_step(sample)[("second", 1)]
+    assert held.completed is not None and held.completed >= member_end(sample, "first")
+
+
+@pytest.mark.parametrize("after", ["stop", {"w-1": 2}])
+def test_a_held_step_outside_a_swarm_says_so(after: Any, tmp_path: Path) -> None:
+    log = run(scripted_model([{"text": "x", "after": after}]), tmp_path)
+    assert log.status == "error" and log.error is not None
+    assert "outside every swarm: remove `after`" in log.error.message

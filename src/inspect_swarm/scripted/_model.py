@@ -35,6 +35,7 @@ from .._context import SwarmHost, current_member, current_swarm
 from ._script import (
     LOOP_SEPARATOR,
     MAIN,
+    Hold,
     ScriptPrice,
     ScriptSource,
     ScriptUsage,
@@ -52,10 +53,6 @@ _Counter: TypeAlias = tuple[str, str | None]
 _MAX_CONNECTIONS = 100_000
 
 _CONTEXT_LENGTH = 1_000_000
-
-# a step waiting on a member's end or the swarm's stop looks again this often (the model sees
-# calls begin, but learns of ends and stops only by asking the run)
-_RECHECK = 0.02
 
 
 class ScriptError(RuntimeError):
@@ -89,9 +86,6 @@ class ScriptedModelAPI(ModelAPI):
         # id) of a member's nested loop; outside every sample, one set of counters for the model
         self._counters: WeakKeyDictionary[ActiveSample, dict[_Counter, int]] = WeakKeyDictionary()
         self._unbound_counters: dict[_Counter, int] = {}
-        # rung each time a call begins: wakes the steps that wait for calls
-        self._bells: WeakKeyDictionary[ActiveSample, _Bell] = WeakKeyDictionary()
-        self._unbound_bell = _Bell()
         # nested loops are looked up only for a script that routes them
         self._routes_loops = self.script.routes_loops()
         self._loop_names: dict[str, str | None] = {}
@@ -109,15 +103,21 @@ class ScriptedModelAPI(ModelAPI):
         sample_id = None if active is None else str(active.sample.id)
         counter = self._route(member, sample_id)
         number, step = self._next_step(active, counter, sample_id)
-        self._bell(active).ring()
+        swarm = current_swarm()
+        if swarm is not None:
+            # calls held until this one begins look again
+            swarm.note_change()
         if step.refused:
             raise ScriptError(
                 f"Member {member!r} reached a `refused` step, but the swarm did not refuse the "
                 "call: a `refused` step is for a swarm member's call after its last."
             )
         if counter[1] is None and self._step_at(counter[0], sample_id, number + 1).refused:
-            _refusals.mark(active, member, self._bell(active))
-        await self._released(active, step)
+            _refusals.mark(active, member)
+        if step.hang:
+            await anyio.sleep_forever()
+        if step.after is not None:
+            await self._hold(Hold.of(step.after), active, swarm)
         if step.delay > 0:
             await anyio.sleep(step.delay)
         if step.error is not None:
@@ -170,29 +170,6 @@ class ScriptedModelAPI(ModelAPI):
     def _counts(self, active: ActiveSample | None) -> dict[_Counter, int]:
         return self._unbound_counters if active is None else self._counters.setdefault(active, {})
 
-    def _bell(self, active: ActiveSample | None) -> _Bell:
-        return self._unbound_bell if active is None else self._bells.setdefault(active, _Bell())
-
-    async def _released(self, active: ActiveSample | None, step: Step) -> None:
-        """Wait until the step may return: never for `hang`, else until what `after` and
-        `after_stop` ask for has happened."""
-        if step.hang:
-            await anyio.sleep_forever()
-        while not self._ready(active, step):
-            with anyio.move_on_after(_RECHECK):
-                await self._bell(active).wait()
-
-    def _ready(self, active: ActiveSample | None, step: Step) -> bool:
-        swarm = current_swarm()
-        if step.after_stop and (swarm is None or not swarm.stopping):
-            return False
-        counters = self._counts(active)
-        begun = {name: counters.get((name, None), 0) for name in step.after or {}}
-        return all(
-            begun[name] >= calls or _done(swarm, name, begun[name], calls)
-            for name, calls in (step.after or {}).items()
-        )
-
     def _step_at(self, name: str, sample_id: str | None, number: int) -> Step:
         """The step a call numbered `number` of `name` would take (an empty one past the end)."""
         steps = self.script.steps_for(name, sample_id) or []
@@ -211,6 +188,25 @@ class ScriptedModelAPI(ModelAPI):
         if self.script.then is not None:
             return number, self.script.then
         raise ScriptError(self._no_step_message(name, active, steps))
+
+    async def _hold(self, hold: Hold, active: ActiveSample | None, swarm: SwarmHost | None) -> None:
+        """Hold a call until what its step's `after` names has happened in its swarm."""
+        if active is None or swarm is None:
+            raise ScriptError(
+                f"The script of {API_NAME}/{self.model_name} holds a step "
+                f"(`after: {hold.after()}`), but the call is outside every swarm: remove "
+                "`after` from the step."
+            )
+        # the stop first: a call held for it counts as held when the swarm looks for a stop
+        # that can no longer come
+        if hold.stop:
+            await swarm.stop_begun(current_member() or MAIN)
+        counters = self._counts(active)
+        while not all(
+            _reached(swarm, name, counters.get((name, None), 0), call)
+            for name, call in hold.calls.items()
+        ):
+            await swarm.next_change()
 
     def _no_step_message(
         self, name: str, active: ActiveSample | None, steps: list[Step] | None
@@ -257,29 +253,29 @@ class _Refusals:
     the script replays."""
 
     def __init__(self) -> None:
-        self._marked: WeakKeyDictionary[ActiveSample, dict[str, _Bell]] = WeakKeyDictionary()
-        self._unbound: dict[str, _Bell] = {}
+        self._marked: WeakKeyDictionary[ActiveSample, set[str]] = WeakKeyDictionary()
+        self._unbound: set[str] = set()
 
-    def mark(self, active: ActiveSample | None, member: str, bell: _Bell) -> None:
-        self._table(active)[member] = bell
+    def mark(self, active: ActiveSample | None, member: str) -> None:
+        self._table(active).add(member)
 
     def any(self) -> bool:
         return bool(self._unbound) or any(self._marked.values())
 
     async def hold(self, active: ActiveSample | None, member: str | None, messages: int) -> None:
         """Wait until the swarm refuses the member's call (it raises), if its call is marked."""
-        bell = None if member is None else self._table(active).pop(member, None)
+        marked = self._table(active)
         swarm = current_swarm()
-        if bell is None or swarm is None or member is None:
+        if member is None or member not in marked or swarm is None:
             return
+        marked.discard(member)
         while True:
             # the swarm's own check at the start of a call: it raises once the member is refused
             swarm.before_generate(member, messages)
-            with anyio.move_on_after(_RECHECK):
-                await bell.wait()
+            await swarm.next_change()
 
-    def _table(self, active: ActiveSample | None) -> dict[str, _Bell]:
-        return self._unbound if active is None else self._marked.setdefault(active, {})
+    def _table(self, active: ActiveSample | None) -> set[str]:
+        return self._unbound if active is None else self._marked.setdefault(active, set())
 
 
 _refusals = _Refusals()
@@ -299,24 +295,6 @@ class ScriptedRefusalHooks(Hooks):
         await _refusals.hold(sample_active(), current_member(), len(data.input))
 
 
-class _Bell:
-    """Wakes every waiter each time it rings."""
-
-    def __init__(self) -> None:
-        self._event: anyio.Event | None = None
-
-    def ring(self) -> None:
-        if self._event is not None:
-            self._event.set()
-            self._event = None
-
-    async def wait(self) -> None:
-        """Until the next ring."""
-        if self._event is None:
-            self._event = anyio.Event()
-        await self._event.wait()
-
-
 def _span_name(events: Iterable[Event], span_id: str) -> str | None:
     for event in events:
         if isinstance(event, SpanBeginEvent) and event.id == span_id:
@@ -324,15 +302,18 @@ def _span_name(events: Iterable[Event], span_id: str) -> str | None:
     return None
 
 
-def _done(swarm: SwarmHost | None, name: str, begun: int, calls: int) -> bool:
-    """Whether member `name`, which has begun `begun` calls, will begin no more before its
-    `calls`-th: it ended, or its agent returned right after its call before that one (a turn
-    of its own, not one of the turns before, which ended with fewer calls begun)."""
-    if swarm is None or name not in {m.name for m in swarm.roster}:
+def _reached(swarm: SwarmHost, name: str, begun: int, call: int) -> bool:
+    """Whether member `name`, which has begun `begun` calls, has begun its call numbered
+    `call` or will begin no more before it: it ended, or its agent returned right after its
+    call before that one (a turn of its own, not one of the turns before, which ended with
+    fewer calls begun)."""
+    if begun >= call:
+        return True
+    if name not in {m.name for m in swarm.roster}:
         return False
     if swarm.member_state(name) == "ended":
         return True
-    return swarm.agent_returned(name) and begun >= calls - 1
+    return swarm.agent_returned(name) and begun >= call - 1
 
 
 def _tool_calls(step: Step) -> list[ToolCall]:

@@ -16,7 +16,7 @@ from inspect_ai.tool import ToolCall
 
 from .._contracts._schema import EVIDENCE_SOURCE
 from .._contracts._status import StopCause
-from ._script import MAIN, Script, ScriptPrice, ScriptUsage, Step, StepCall, StepUsage
+from ._script import MAIN, Hold, Script, ScriptPrice, ScriptUsage, Step, StepCall, StepUsage
 
 _SUBMIT = "submit"
 
@@ -86,9 +86,9 @@ def replay_script(
 
     Each member's logged model calls become its steps in the sample's table: the text, tool
     calls (a `submit` call as `submit`), stop reason, usage or error of each, a call that
-    never returned as `hang`. Each step waits (`after`, `after_stop`) until what its call had
-    seen in the log has happened again: the calls other members had begun or finished, their
-    ends and the swarm's stop. A member the swarm stopped is refused the call after its last
+    never returned as `hang`. Each step waits (`after`) until what its call had seen in the
+    log has happened again: the calls other members had begun or finished, their ends and
+    the swarm's stop. A member the swarm stopped is refused the call after its last
     (`refused`), as it was. Running the task on `scripted/<name>` with the script then gives
     the same transcripts, statuses, answer and records, on any machine, with no delays.
 
@@ -169,7 +169,7 @@ def _lane_steps(lane: _Lane, others: dict[str, _Lane], stop: datetime | None) ->
                 after[other] = waited[other] = progress
         after_stop = stop is not None and stop <= (ends or call.end) and not stopped
         stopped = stopped or after_stop
-        steps.append(_step(call.event, after or None, after_stop))
+        steps.append(_step(call.event, Hold(stop=after_stop, calls=after)))
     if lane.stopped and lane.calls and lane.calls[-1].end is not None:
         steps.append(Step(refused=True))
     return steps
@@ -187,8 +187,8 @@ def _only_submits(event: ModelEvent) -> bool:
     return all(call.function == _SUBMIT for call in event.output.message.tool_calls or [])
 
 
-def _step(event: ModelEvent, after: dict[str, int] | None, after_stop: bool) -> Step:
-    fields: dict[str, Any] = {"after": after, "after_stop": after_stop}
+def _step(event: ModelEvent, hold: Hold) -> Step:
+    fields: dict[str, Any] = {"after": hold.after()}
     if event.error is not None:
         return Step(error=event.error, **fields)
     output = event.output

@@ -1,10 +1,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from os import PathLike
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import yaml
 from inspect_ai.model import StopReason
@@ -78,6 +79,42 @@ class StepCall(BaseModel):
     """Its arguments."""
 
 
+STOP: Literal["stop"] = "stop"
+"""The value of `after` that holds a call until the swarm's stop."""
+
+After: TypeAlias = Literal["stop"] | dict[str, PositiveInt]
+"""One thing a step waits for: the swarm's stop (`stop`), or calls of other members (each
+member's name and the number of its call, `{w-1: 2}`)."""
+
+
+@dataclass(frozen=True)
+class Hold:
+    """What a step's `after` holds its call for, as one value."""
+
+    stop: bool = False
+    """Until the swarm's stop has begun (or no stop can come)."""
+
+    calls: Mapping[str, int] = field(default_factory=dict)
+    """Until each member named has begun its call of that number, or will begin no more."""
+
+    @classmethod
+    def of(cls, after: After | list[After] | None) -> Hold:
+        waits = _listed(after)
+        calls = {name: n for wait in waits if isinstance(wait, dict) for name, n in wait.items()}
+        return cls(stop=STOP in waits, calls=calls)
+
+    def after(self) -> After | list[After] | None:
+        """The `after` that says this hold."""
+        waits: list[After] = [STOP] if self.stop else []
+        if self.calls:
+            waits.append(dict(self.calls))
+        return waits[0] if len(waits) == 1 else waits or None
+
+
+def _listed(after: After | list[After] | None) -> list[After]:
+    return after if isinstance(after, list) else [] if after is None else [after]
+
+
 class Step(BaseModel):
     """What one model call returns.
 
@@ -110,12 +147,12 @@ class Step(BaseModel):
     delay: NonNegativeFloat = 0.0
     """Seconds to wait before the call returns (or raises)."""
 
-    after: dict[str, PositiveInt] | None = None
-    """Return only once each member named has begun this many calls, or has ended, or its
-    agent returned right after the call before (its run or its turn is over)."""
-
-    after_stop: bool = False
-    """Return only once the swarm has begun to stop."""
+    after: After | list[After] | None = None
+    """Hold the call until this has happened, then return (after `delay`): `stop`, the
+    swarm's stop has begun (or no stop can come); `{w-1: 2}`, member `w-1` has begun its
+    second call (so the tools of its first have run), or will begin no more (it ended, or its
+    agent returned right after its first call); a list, each of them. The order of members'
+    steps then depends on no timing."""
 
     hang: bool = False
     """Never return: the call waits until it is cancelled."""
@@ -131,6 +168,22 @@ class Step(BaseModel):
     @classmethod
     def _text_shorthand(cls, data: Any) -> Any:
         return {"text": data} if isinstance(data, str) else data
+
+    @field_validator("after")
+    @classmethod
+    def _check_after(cls, after: After | list[After] | None) -> After | list[After] | None:
+        waits = _listed(after)
+        if after == [] or {} in waits:
+            raise ValueError(
+                "`after` names nothing to wait for: give `stop`, members and their calls "
+                "({w-1: 2}), or a list of both, or remove it"
+            )
+        if len({isinstance(wait, dict) for wait in waits}) < len(waits):
+            raise ValueError(
+                f"`after` lists {waits!r}: name `stop` once and every member in one mapping "
+                "(after: [stop, {w-1: 2, w-2: 3}])"
+            )
+        return after
 
     @model_validator(mode="after")
     def _check_fields(self) -> Step:
