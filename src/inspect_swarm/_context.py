@@ -56,6 +56,17 @@ class SwarmHost(Protocol):
         none left to read."""
         ...
 
+    async def next_change(self) -> None:
+        """Return at the run's next change that a held call may wait for: a member's agent
+        returned or the member ended, the stop began, the controller waits for events, a
+        call began waiting in `stop_begun()`, or someone called `note_change()`."""
+        ...
+
+    def note_change(self) -> None:
+        """Wake the calls waiting in `next_change()` and `stop_begun()` to look again (the
+        scripted model calls it when a call begins)."""
+        ...
+
     @property
     def bus(self) -> MemberBus | None: ...
 

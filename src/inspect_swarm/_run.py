@@ -106,9 +106,9 @@ class SwarmRun:
         cancels were ended by it too, though what reaches them is a bare cancellation."""
         self.stop_reason: SwarmStopReason | None = None
         self._stop_requested = anyio.Event()
-        # members (of the scripted model) waiting in stop_begun(), and their wake-up
+        # members (of the scripted model) waiting in stop_begun(), and what wakes held calls
         self._holding: set[str] = set()
-        self._held_change: anyio.Event | None = None
+        self._change: anyio.Event | None = None
         self._controller_scope: anyio.CancelScope | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._running = 0
@@ -142,13 +142,21 @@ class SwarmRun:
     async def stop_begun(self, member: str) -> None:
         self._holding.add(member)
         try:
-            self._wake_holders()
+            self.note_change()
             while not self._stopping and not self._nothing_else(member):
-                if self._held_change is None:
-                    self._held_change = anyio.Event()
-                await self._held_change.wait()
+                await self.next_change()
         finally:
             self._holding.discard(member)
+
+    async def next_change(self) -> None:
+        if self._change is None:
+            self._change = anyio.Event()
+        await self._change.wait()
+
+    def note_change(self) -> None:
+        if self._change is not None:
+            self._change.set()
+            self._change = None
 
     def _nothing_else(self, member: str) -> bool:
         """Every other member has ended or waits in `stop_begun()`, and the controller waits
@@ -156,11 +164,6 @@ class SwarmRun:
         others = (m for m in self._members if m.name != member)
         idle = self._event_waiter is not None and not self._events
         return idle and all(m.state == "ended" or m.name in self._holding for m in others)
-
-    def _wake_holders(self) -> None:
-        if self._held_change is not None:
-            self._held_change.set()
-            self._held_change = None
 
     @property
     def bus(self) -> SwarmBus | None:
@@ -311,7 +314,7 @@ class SwarmRun:
                     return
                 else:
                     self._event_waiter = anyio.Event()
-                    self._wake_holders()
+                    self.note_change()
                     await self._event_waiter.wait()
         finally:
             self._iterating = False
@@ -472,6 +475,7 @@ class SwarmRun:
     def member_agent_returned(self, m: MemberRun) -> None:
         if self._bus is not None:
             self._bus.agent_returned(m.name)
+        self.note_change()
 
     async def member_turn_ended(self, m: MemberRun) -> list[ChatMessage] | None:
         m.turns.finished += 1
@@ -513,6 +517,7 @@ class SwarmRun:
             self._bus.member_ended(m.name)
         self._write_result(provisional=True)
         log_result("member_result", {"member": m.name, **m.record()})
+        self.note_change()
 
     def grace(self) -> float:
         return self._enforcer.grace()
@@ -539,7 +544,7 @@ class SwarmRun:
         for schedule in self._schedules.values():
             schedule.stop()
         self._stop_requested.set()
-        self._wake_holders()
+        self.note_change()
 
     async def _stopper(self) -> None:
         # members finish calls in flight for up to the grace period, then are cancelled

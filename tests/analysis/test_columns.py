@@ -34,6 +34,9 @@ class Host:
     def before_generate(self, member: str | None, messages: int) -> None:
         pass
 
+    def note_change(self) -> None:
+        pass
+
 
 @solver
 def one_member(model: Model, budget: Budget, calls: int) -> Any:

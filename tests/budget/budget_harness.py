@@ -101,6 +101,9 @@ class FakeHost:
     def before_generate(self, member: str | None, messages: int) -> None:
         pass
 
+    def note_change(self) -> None:
+        pass
+
     def charge(self, model: str, usage: ModelUsage, *, cached: bool) -> None:
         member = _context.current_member()
         m = self.by_name.get(member) if member is not None else None

@@ -1,3 +1,4 @@
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -6,7 +7,7 @@ import pytest
 from inspect_ai import Task, eval, eval_async
 from inspect_ai.agent import Agent, AgentState, agent, react
 from inspect_ai.dataset import Sample
-from inspect_ai.event import ModelEvent
+from inspect_ai.event import InfoEvent, ModelEvent
 from inspect_ai.log import EvalLog, EvalSample
 from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, Model, ModelOutput
 from inspect_ai.scorer import match
@@ -81,6 +82,20 @@ def test_tool_step_calls_the_tool_with_its_arguments(tmp_path: Path) -> None:
     calls = [c for e in model_events(sample) for c in e.output.message.tool_calls or []]
     assert [c.function for c in calls] == ["add", "submit"]
     assert len({c.id for c in calls}) == 2
+
+
+def test_calls_step_makes_several_tool_calls_in_order(tmp_path: Path) -> None:
+    both = {
+        "calls": [
+            {"tool": "add", "arguments": {"x": 1, "y": 2}},
+            {"tool": "add", "arguments": {"x": 3, "y": 4}},
+        ]
+    }
+    sample = only_sample(run(scripted_model([both, {"submit": "3"}]), tmp_path))
+    results = [m.text for m in sample.messages if isinstance(m, ChatMessageTool)]
+    assert results == ["3", "7"]
+    first = model_events(sample)[0].output.message.tool_calls or []
+    assert [c.arguments for c in first] == [{"x": 1, "y": 2}, {"x": 3, "y": 4}]
 
 
 def test_text_step_returns_text_with_stop(tmp_path: Path) -> None:
@@ -328,6 +343,25 @@ def swarm_of(*names: str) -> Agent:
     )
 
 
+def calls_by_step(sample: EvalSample) -> dict[tuple[str, int], ModelEvent]:
+    return {
+        (e.call.request["member"], e.call.request["step"]): e
+        for e in model_events(sample)
+        if e.call is not None
+    }
+
+
+def member_end(sample: EvalSample, name: str) -> datetime:
+    """When the swarm recorded how member `name` ended."""
+    return next(
+        e.timestamp
+        for e in sample.events
+        if isinstance(e, InfoEvent)
+        and isinstance(e.data, dict)
+        and (e.data.get("kind"), e.data.get("member")) == ("member_result", name)
+    )
+
+
 def test_a_step_held_until_the_stop_ends_stopped_whatever_the_timing(
     backend: str, tmp_path: Path
 ) -> None:
@@ -351,23 +385,57 @@ def test_a_step_held_until_the_stop_ends_stopped_whatever_the_timing(
 def test_a_step_held_until_another_members_call(backend: str, tmp_path: Path) -> None:
     script = {
         "members": {
-            "first": [{"text": "a", "delay": 0.2}, {"text": "b"}, {"submit": "3"}],
-            "second": [{"submit": "3", "after": {"member": "first", "step": 2}}],
+            "first": [{"tool": "add", "arguments": {"x": 1, "y": 1}, "delay": 0.2}, "b", "c"],
+            "second": [{"submit": "3", "after": {"first": 2}}],
         }
     }
     sample = only_sample(run(scripted_model(script), tmp_path, solver=swarm_of("first", "second")))
-    calls = {
-        (e.call.request["member"], e.call.request["step"]): e
-        for e in model_events(sample)
-        if e.call is not None
-    }
-    # the held call returned only once first had finished its first step and asked again
-    assert calls[("first", 1)].completed is not None
+    calls = calls_by_step(sample)
+    # the held call returned only once first had asked again, so its first step's tool ran
     assert calls[("second", 1)].completed is not None
     assert calls[("second", 1)].completed >= calls[("first", 2)].timestamp
 
 
-def test_a_held_step_outside_a_swarm_says_so(tmp_path: Path) -> None:
-    log = run(scripted_model([{"text": "x", "after": "stop"}]), tmp_path)
+def test_a_step_after_a_call_its_member_never_makes_goes_on_once_it_ended(
+    backend: str, tmp_path: Path
+) -> None:
+    # first ends after one call, so its third never comes: second goes on at its end
+    script = {
+        "members": {
+            "first": [{"submit": "1"}],
+            "second": [{"submit": "2", "after": {"first": 3}}],
+        }
+    }
+    solver = swarm_of("first", "second")
+    # the time limit only keeps a hold that never ends from hanging the test
+    sample = only_sample(run(scripted_model(script), tmp_path, solver=solver, time_limit=120))
+    statuses = {m["name"]: m["status"] for m in sample.store["inspect_swarm:result"]["members"]}
+    assert statuses == {"first": "submitted", "second": "submitted"}
+    held = calls_by_step(sample)[("second", 1)]
+    assert held.completed is not None and held.completed >= member_end(sample, "first")
+
+
+def test_a_step_held_for_the_stop_and_a_call_waits_for_both(backend: str, tmp_path: Path) -> None:
+    # late's answer stops the swarm; first's call returns in the grace and its next is refused,
+    # so first ends stopped; second, held for the stop and first's second call, goes on only
+    # once first has ended, well after the stop released it
+    script = {
+        "members": {
+            "late": [{"submit": "3"}],
+            "first": [{"text": "a", "after": "stop"}, {"submit": "1"}],
+            "second": [{"text": "b", "after": ["stop", {"first": 2}]}, {"submit": "2"}],
+        }
+    }
+    solver = swarm([member(react, name=n) for n in ("late", "first", "second")], channels=[])
+    sample = only_sample(run(scripted_model(script), tmp_path, solver=solver, time_limit=120))
+    statuses = {m["name"]: m["status"] for m in sample.store["inspect_swarm:result"]["members"]}
+    assert statuses == {"late": "submitted", "first": "stopped", "second": "stopped"}
+    held = calls_by_step(sample)[("second", 1)]
+    assert held.completed is not None and held.completed >= member_end(sample, "first")
+
+
+@pytest.mark.parametrize("after", ["stop", {"w-1": 2}])
+def test_a_held_step_outside_a_swarm_says_so(after: Any, tmp_path: Path) -> None:
+    log = run(scripted_model([{"text": "x", "after": after}]), tmp_path)
     assert log.status == "error" and log.error is not None
     assert "outside every swarm: remove `after`" in log.error.message

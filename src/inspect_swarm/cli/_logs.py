@@ -37,12 +37,20 @@ def add_log_commands(add: AddParser) -> None:
     plot = add("plot", "draw a swarm's timeline or communication, or a sweep (PNG or SVG)")
     plot.add_argument("view", choices=_PLOTS, help="what to draw")
     plot.add_argument("log", metavar="LOG", help="a log (a directory of logs for sweep)")
-    plot.add_argument("--sample", metavar="ID", help="the sample (timeline and comm)")
-    plot.add_argument("--epoch", type=int, default=1, help="the sample's epoch")
-    plot.add_argument(
-        "-o", "--output", type=Path, required=True, metavar="FILE", help="the .png or .svg to write"
-    )
+    add_sample_options(plot, "the sample (timeline and comm)", "the sample's epoch")
+    add_output_option(plot, "the .png or .svg to write")
     plot.set_defaults(handler=plot_log)
+
+
+def add_sample_options(parser: argparse.ArgumentParser, sample: str, epoch: str) -> None:
+    """`--sample ID` and `--epoch N` (default 1), with their help."""
+    parser.add_argument("--sample", metavar="ID", help=sample)
+    parser.add_argument("--epoch", type=int, default=1, help=epoch)
+
+
+def add_output_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """`-o FILE`, the file the command writes."""
+    parser.add_argument("-o", "--output", type=Path, required=True, metavar="FILE", help=what)
 
 
 def show_log(args: argparse.Namespace) -> int:

@@ -1,5 +1,5 @@
 """The `inspect-swarm` command: `server`, `swarms ...`, `sandboxes ...`, `mcp`, `login` and
-`context`, and `show` and `plot` for Inspect logs (`cli._logs`).
+`context`, and `show` and `plot` for Inspect logs (`cli._logs`) and `replay` (`cli._replay`).
 
 A command line is started again and again, by people and by scripts, so this module imports
 nothing heavy: each command imports what it needs when it runs (the client httpx, the server
@@ -38,6 +38,7 @@ from ._options import (
     port,
     positive,
 )
+from ._replay import add_replay_command
 
 _SIGPIPE_EXIT = 141
 """The exit status of a command whose reader went away, as if SIGPIPE had ended it."""
@@ -148,12 +149,13 @@ def build_parser() -> argparse.ArgumentParser:
     _login_parser(_parser(commands, "login", "record a server's URL and key as a context"))
     _context_parser(_parser(commands, "context", "list the recorded servers and choose one"))
     add_log_commands(lambda name, text, **kwargs: _parser(commands, name, text, **kwargs))
+    add_replay_command(lambda name, text, **kwargs: _parser(commands, name, text, **kwargs))
     return parser
 
 
 _DESCRIPTION = """\
 Run a swarm server, start and follow swarm runs on one, or serve them as MCP tools; show
-and plot what the swarms in Inspect logs did.
+and plot what the swarms in Inspect logs did, or replay them offline.
 
 Client commands talk to the server that --api-url and --api-key give, else the one
 MARITIME_API_URL and MARITIME_API_KEY give, else the current context's: the server that

@@ -9,18 +9,21 @@ is deterministic whatever the interleaving, and nothing reaches the network.
 
 From the command line: `inspect eval task.py --model scripted/demo -M script=script.yaml`.
 From Python: `eval(task, model=scripted_model({"members": {"*": [{"submit": "42"}]}}))`.
+`replay_script(log)` makes the script that replays a logged swarm.
 """
 
 from ._model import ScriptError, scripted_model
-from ._script import AfterStep, Script, ScriptPrice, ScriptUsage, Step, StepUsage
+from ._replay import replay_script
+from ._script import Script, ScriptPrice, ScriptUsage, Step, StepCall, StepUsage
 
 __all__ = [
-    "AfterStep",
     "Script",
     "ScriptError",
     "ScriptPrice",
     "ScriptUsage",
     "Step",
+    "StepCall",
     "StepUsage",
+    "replay_script",
     "scripted_model",
 ]

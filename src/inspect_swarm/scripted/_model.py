@@ -9,6 +9,7 @@ from weakref import WeakKeyDictionary
 
 import anyio
 from inspect_ai.event import Event, SpanBeginEvent
+from inspect_ai.hooks import BeforeModelGenerate, Hooks, hooks
 from inspect_ai.log import transcript
 from inspect_ai.log._samples import ActiveSample, sample_active
 from inspect_ai.model import (
@@ -30,11 +31,11 @@ from inspect_ai.model import (
 from inspect_ai.tool import ToolCall, ToolChoice, ToolInfo
 from inspect_ai.util._span import current_agent_span_id
 
-from .._context import current_member, current_swarm
+from .._context import SwarmHost, current_member, current_swarm
 from ._script import (
     LOOP_SEPARATOR,
     MAIN,
-    After,
+    Hold,
     ScriptPrice,
     ScriptSource,
     ScriptUsage,
@@ -85,8 +86,6 @@ class ScriptedModelAPI(ModelAPI):
         # id) of a member's nested loop; outside every sample, one set of counters for the model
         self._counters: WeakKeyDictionary[ActiveSample, dict[_Counter, int]] = WeakKeyDictionary()
         self._unbound_counters: dict[_Counter, int] = {}
-        # per active sample, what calls held until a member's step wait on
-        self._stepped: WeakKeyDictionary[ActiveSample, anyio.Event] = WeakKeyDictionary()
         # nested loops are looked up only for a script that routes them
         self._routes_loops = self.script.routes_loops()
         self._loop_names: dict[str, str | None] = {}
@@ -104,8 +103,21 @@ class ScriptedModelAPI(ModelAPI):
         sample_id = None if active is None else str(active.sample.id)
         counter = self._route(member, sample_id)
         number, step = self._next_step(active, counter, sample_id)
+        swarm = current_swarm()
+        if swarm is not None:
+            # calls held until this one begins look again
+            swarm.note_change()
+        if step.refused:
+            raise ScriptError(
+                f"Member {member!r} reached a `refused` step, but the swarm did not refuse the "
+                "call: a `refused` step is for a swarm member's call after its last."
+            )
+        if counter[1] is None and self._step_at(counter[0], sample_id, number + 1).refused:
+            _refusals.mark(active, member)
+        if step.hang:
+            await anyio.sleep_forever()
         if step.after is not None:
-            await self._hold(step.after, active)
+            await self._hold(Hold.of(step.after), active, swarm)
         if step.delay > 0:
             await anyio.sleep(step.delay)
         if step.error is not None:
@@ -155,18 +167,20 @@ class ScriptedModelAPI(ModelAPI):
             self._loop_names[span_id] = found
         return self._loop_names[span_id]
 
+    def _counts(self, active: ActiveSample | None) -> dict[_Counter, int]:
+        return self._unbound_counters if active is None else self._counters.setdefault(active, {})
+
+    def _step_at(self, name: str, sample_id: str | None, number: int) -> Step:
+        """The step a call numbered `number` of `name` would take (an empty one past the end)."""
+        steps = self.script.steps_for(name, sample_id) or []
+        return steps[number - 1] if number <= len(steps) else self.script.then or _NO_STEP
+
     def _next_step(
         self, active: ActiveSample | None, counter: _Counter, sample_id: str | None
     ) -> tuple[int, Step]:
-        counters = (
-            self._unbound_counters if active is None else self._counters.setdefault(active, {})
-        )
+        counters = self._counts(active)
         number = counters.get(counter, 0) + 1
         counters[counter] = number
-        # calls held until a member's step look again
-        stepped = None if active is None else self._stepped.pop(active, None)
-        if stepped is not None:
-            stepped.set()
         name = counter[0]
         steps = self.script.steps_for(name, sample_id)
         if steps is not None and number <= len(steps):
@@ -175,23 +189,24 @@ class ScriptedModelAPI(ModelAPI):
             return number, self.script.then
         raise ScriptError(self._no_step_message(name, active, steps))
 
-    async def _hold(self, after: After, active: ActiveSample | None) -> None:
-        """Hold a call until what `after` names has happened in its sample."""
-        swarm = current_swarm()
+    async def _hold(self, hold: Hold, active: ActiveSample | None, swarm: SwarmHost | None) -> None:
+        """Hold a call until what its step's `after` names has happened in its swarm."""
         if active is None or swarm is None:
             raise ScriptError(
-                f"The script of {API_NAME}/{self.model_name} holds a step (`after: {after}`), "
-                "but the call is outside every swarm: remove `after` from the step."
+                f"The script of {API_NAME}/{self.model_name} holds a step "
+                f"(`after: {hold.after()}`), but the call is outside every swarm: remove "
+                "`after` from the step."
             )
-        if after == "stop":
+        # the stop first: a call held for it counts as held when the swarm looks for a stop
+        # that can no longer come
+        if hold.stop:
             await swarm.stop_begun(current_member() or MAIN)
-            return
-        counters = self._counters.setdefault(active, {})
-        while counters.get((after.member, None), 0) < after.step:
-            stepped = self._stepped.get(active)
-            if stepped is None:
-                stepped = self._stepped[active] = anyio.Event()
-            await stepped.wait()
+        counters = self._counts(active)
+        while not all(
+            _reached(swarm, name, counters.get((name, None), 0), call)
+            for name, call in hold.calls.items()
+        ):
+            await swarm.next_change()
 
     def _no_step_message(
         self, name: str, active: ActiveSample | None, steps: list[Step] | None
@@ -229,6 +244,57 @@ class ScriptedModelAPI(ModelAPI):
         )
 
 
+_NO_STEP = Step(text="")
+
+
+class _Refusals:
+    """The members whose next call the script says the swarm refuses, by sample: the hook
+    holds that call until the swarm refuses it, so it never reaches the model, as in the log
+    the script replays."""
+
+    def __init__(self) -> None:
+        self._marked: WeakKeyDictionary[ActiveSample, set[str]] = WeakKeyDictionary()
+        self._unbound: set[str] = set()
+
+    def mark(self, active: ActiveSample | None, member: str) -> None:
+        self._table(active).add(member)
+
+    def any(self) -> bool:
+        return bool(self._unbound) or any(self._marked.values())
+
+    async def hold(self, active: ActiveSample | None, member: str | None, messages: int) -> None:
+        """Wait until the swarm refuses the member's call (it raises), if its call is marked."""
+        marked = self._table(active)
+        swarm = current_swarm()
+        if member is None or member not in marked or swarm is None:
+            return
+        marked.discard(member)
+        while True:
+            # the swarm's own check at the start of a call: it raises once the member is refused
+            swarm.before_generate(member, messages)
+            await swarm.next_change()
+
+    def _table(self, active: ActiveSample | None) -> set[str]:
+        return self._unbound if active is None else self._marked.setdefault(active, set())
+
+
+_refusals = _Refusals()
+
+
+@hooks(
+    name="scripted_refusals",
+    description="Refuses the calls a replay script says the swarm refused.",
+)
+class ScriptedRefusalHooks(Hooks):
+    """Holds a swarm member's call that a script marks `refused` until the swarm refuses it."""
+
+    def enabled(self) -> bool:
+        return _refusals.any()
+
+    async def on_before_model_generate(self, data: BeforeModelGenerate) -> None:
+        await _refusals.hold(sample_active(), current_member(), len(data.input))
+
+
 def _span_name(events: Iterable[Event], span_id: str) -> str | None:
     for event in events:
         if isinstance(event, SpanBeginEvent) and event.id == span_id:
@@ -236,15 +302,32 @@ def _span_name(events: Iterable[Event], span_id: str) -> str | None:
     return None
 
 
+def _reached(swarm: SwarmHost, name: str, begun: int, call: int) -> bool:
+    """Whether member `name`, which has begun `begun` calls, has begun its call numbered
+    `call` or will begin no more before it: it ended, or its agent returned right after its
+    call before that one (a turn of its own, not one of the turns before, which ended with
+    fewer calls begun)."""
+    if begun >= call:
+        return True
+    if name not in {m.name for m in swarm.roster}:
+        return False
+    if swarm.member_state(name) == "ended":
+        return True
+    return swarm.agent_returned(name) and begun >= call - 1
+
+
 def _tool_calls(step: Step) -> list[ToolCall]:
-    arguments: dict[str, Any]
+    calls: list[tuple[str, dict[str, Any]]]
     if step.submit is not None:
-        function, arguments = "submit", {"answer": step.submit}
+        calls = [("submit", {"answer": step.submit})]
     elif step.tool is not None:
-        function, arguments = step.tool, dict(step.arguments or {})
+        calls = [(step.tool, dict(step.arguments or {}))]
     else:
-        return []
-    return [ToolCall(id=f"call_{uuid.uuid4().hex}", function=function, arguments=arguments)]
+        calls = [(call.tool, dict(call.arguments)) for call in step.calls or []]
+    return [
+        ToolCall(id=f"call_{uuid.uuid4().hex}", function=function, arguments=arguments)
+        for function, arguments in calls
+    ]
 
 
 def _usage(default: ScriptUsage, override: StepUsage | None) -> ModelUsage:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from os import PathLike
 from pathlib import Path
@@ -66,21 +67,52 @@ class StepUsage(BaseModel):
     """Output tokens of the call."""
 
 
-class AfterStep(BaseModel):
-    """A call of another member of the same sample and epoch, which a held step waits for."""
+class StepCall(BaseModel):
+    """One of the tool calls of a step that makes several (`calls`)."""
 
     model_config = _CONFIG
 
-    member: str
-    """The member's name (its own steps, not a nested loop's)."""
+    tool: str
+    """The tool to call."""
 
-    step: PositiveInt
-    """The number of the member's call: once that call has reached the model, the member's
-    earlier steps are done (their tools have run)."""
+    arguments: dict[str, JsonValue] = Field(default_factory=dict)
+    """Its arguments."""
 
 
-After: TypeAlias = Literal["stop"] | AfterStep
-"""What a step waits for before it returns: the swarm's stop, or another member's call."""
+STOP: Literal["stop"] = "stop"
+"""The value of `after` that holds a call until the swarm's stop."""
+
+After: TypeAlias = Literal["stop"] | dict[str, PositiveInt]
+"""One thing a step waits for: the swarm's stop (`stop`), or calls of other members (each
+member's name and the number of its call, `{w-1: 2}`)."""
+
+
+@dataclass(frozen=True)
+class Hold:
+    """What a step's `after` holds its call for, as one value."""
+
+    stop: bool = False
+    """Until the swarm's stop has begun (or no stop can come)."""
+
+    calls: Mapping[str, int] = field(default_factory=dict)
+    """Until each member named has begun its call of that number, or will begin no more."""
+
+    @classmethod
+    def of(cls, after: After | list[After] | None) -> Hold:
+        waits = _listed(after)
+        calls = {name: n for wait in waits if isinstance(wait, dict) for name, n in wait.items()}
+        return cls(stop=STOP in waits, calls=calls)
+
+    def after(self) -> After | list[After] | None:
+        """The `after` that says this hold."""
+        waits: list[After] = [STOP] if self.stop else []
+        if self.calls:
+            waits.append(dict(self.calls))
+        return waits[0] if len(waits) == 1 else waits or None
+
+
+def _listed(after: After | list[After] | None) -> list[After]:
+    return after if isinstance(after, list) else [] if after is None else [after]
 
 
 class Step(BaseModel):
@@ -103,6 +135,9 @@ class Step(BaseModel):
     arguments: dict[str, JsonValue] | None = None
     """Arguments of the `tool` call."""
 
+    calls: list[StepCall] | None = None
+    """Several tool calls in one message, in order (instead of `submit` or `tool`)."""
+
     stop_reason: StopReason | None = None
     """Stop reason (default `tool_calls` for a tool call, else `stop`)."""
 
@@ -112,10 +147,19 @@ class Step(BaseModel):
     delay: NonNegativeFloat = 0.0
     """Seconds to wait before the call returns (or raises)."""
 
-    after: After | None = None
-    """Hold the call until this has happened, then return (after `delay`): `"stop"`, the
-    swarm's stop has begun (or no stop can come); `{member: w-1, step: 2}`, that member's second call has reached
-    the model. The order of members' steps then depends on no timing."""
+    after: After | list[After] | None = None
+    """Hold the call until this has happened, then return (after `delay`): `stop`, the
+    swarm's stop has begun (or no stop can come); `{w-1: 2}`, member `w-1` has begun its
+    second call (so the tools of its first have run), or will begin no more (it ended, or its
+    agent returned right after its first call); a list, each of them. The order of members'
+    steps then depends on no timing."""
+
+    hang: bool = False
+    """Never return: the call waits until it is cancelled."""
+
+    refused: bool = False
+    """The swarm refuses this call of a member: it waits until the swarm does (once it has
+    stopped the member) and never reaches the model."""
 
     usage: StepUsage | None = None
     """Usage of this call (default: the script's `usage`)."""
@@ -125,30 +169,61 @@ class Step(BaseModel):
     def _text_shorthand(cls, data: Any) -> Any:
         return {"text": data} if isinstance(data, str) else data
 
+    @field_validator("after")
+    @classmethod
+    def _check_after(cls, after: After | list[After] | None) -> After | list[After] | None:
+        waits = _listed(after)
+        if after == [] or {} in waits:
+            raise ValueError(
+                "`after` names nothing to wait for: give `stop`, members and their calls "
+                "({w-1: 2}), or a list of both, or remove it"
+            )
+        if len({isinstance(wait, dict) for wait in waits}) < len(waits):
+            raise ValueError(
+                f"`after` lists {waits!r}: name `stop` once and every member in one mapping "
+                "(after: [stop, {w-1: 2, w-2: 3}])"
+            )
+        return after
+
     @model_validator(mode="after")
     def _check_fields(self) -> Step:
-        if self.submit is not None and self.tool is not None:
+        given = [
+            f"{name}={value!r}" if isinstance(value, str) else name
+            for name, value in (("submit", self.submit), ("tool", self.tool), ("calls", self.calls))
+            if value is not None
+        ]
+        if len(given) > 1:
             raise ValueError(
-                f"a step makes one tool call, but this one has submit={self.submit!r} and "
-                f"tool={self.tool!r}: keep one of them"
+                f"a step gives its tool calls once, but this one has {' and '.join(given)}: "
+                "keep one of them (`calls` for several)"
             )
         if self.arguments is not None and self.tool is None:
             raise ValueError("`arguments` needs `tool`: add `tool: <name>` to the step")
-        if self.error is not None and self._returns():
+        if self.calls == []:
+            raise ValueError("`calls` is empty: list one tool call or more, or remove it")
+        if self.error is not None and (self._returns() or self.hang or self.refused):
             raise ValueError(
                 f"error={self.error!r} makes the call raise, so the step cannot also return "
-                "`text`, `submit`, `tool` or `stop_reason`: remove them or the error"
+                "`text`, `submit`, `tool`, `calls` or `stop_reason`, or hang: remove them or "
+                "the error"
             )
-        if self.error is None and not self._returns():
+        waits = [name for name in ("hang", "refused") if getattr(self, name)]
+        if waits and (self._returns() or len(waits) > 1):
             raise ValueError(
-                "an empty step: give `text`, `submit`, `tool`, `stop_reason` or `error`"
+                f"{waits[0]}=true makes the call wait and never return, so the step cannot "
+                "also return `text`, `submit`, `tool`, `calls` or `stop_reason`, or have both "
+                "`hang` and `refused`: keep one of them"
+            )
+        if self.error is None and not waits and not self._returns():
+            raise ValueError(
+                "an empty step: give `text`, `submit`, `tool`, `calls`, `stop_reason`, "
+                "`error`, `hang` or `refused`"
             )
         return self
 
     def _returns(self) -> bool:
-        return any(
-            value is not None for value in (self.text, self.submit, self.tool, self.stop_reason)
-        )
+        returned = (self.text, self.submit, self.tool, self.calls, self.stop_reason)
+        return any(value is not None for value in returned)
 
 
 Steps: TypeAlias = list[Step]
@@ -218,6 +293,12 @@ class Script(BaseModel):
                 if (LOOP_SEPARATOR in pattern) == nested and fnmatchcase(name, pattern):
                     return steps
         return None
+
+    def to_yaml(self) -> str:
+        """The script as YAML, without the fields left at their defaults: what `-M script=`
+        reads back as the same script."""
+        data = self.model_dump(mode="json", exclude_defaults=True)
+        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
 
     def routes_loops(self) -> bool:
         """Whether any pattern routes the calls of members' nested loops (`member/loop`)."""
