@@ -307,6 +307,35 @@ def test_an_accounts_quotas_count_its_sandboxes_keys_and_say_what_is_left(
         store.close()
 
 
+@pytest.mark.anyio
+async def test_an_accounts_sandboxes_running_and_memory_booked_count_runs_at_their_concurrency(
+    tmp_path: Path,
+) -> None:
+    store, host = _parts(tmp_path)
+    quotas = Quotas(max_running=3, max_memory_gb=4)
+    domain = assemble(store, host, Settings(4, quotas=quotas))
+    try:
+        # five sandboxes, two at a time: two count as running, though none has started
+        domain.start(ALICES_SANDBOX, dataclasses.replace(RUN, count=5, concurrency=2))
+        with pytest.raises(QuotaExceeded) as running:
+            domain.start(ALICE, dataclasses.replace(RUN, count=2, concurrency=2))
+        assert running.value.message.startswith("sandboxes running: 2 of 3 may run at once, 1 left")
+        assert running.value.retry_after is None
+        with pytest.raises(QuotaExceeded) as memory:
+            domain.start(ALICE, dataclasses.replace(RUN, size=Size(1, 3)))
+        assert memory.value.message.startswith("memory booked: 2 of 4 GB booked, 2 GB left")
+        # a sandbox outside runs counts too, and is refused before it boots
+        with pytest.raises(QuotaExceeded, match="this sandbox would book 3 GB"):
+            await domain.create_sandbox(ALICE, SandboxRequest(None, None, Size(1, 3), None))
+        # a run that fits is let through; another account's sandboxes are its own
+        domain.start(ALICE, RUN)
+        assert store.at_once("acct_alice") == (3, 3) and store.at_once("acct_bob") == (0, 0)
+        assert len(store.runs()) == 2  # the refused starts recorded nothing
+    finally:
+        host.cgroups.remove_base()
+        store.close()
+
+
 def test_every_refusal_has_a_status_and_e2b_has_its_own_for_a_missing_template() -> None:
     refusals = _subclasses(SwarmError)
     assert {TemplateNotFound, ImageUnsupported, SandboxKeyRefused} <= refusals
