@@ -946,17 +946,38 @@ class Accounts:
         return self._drive(self._operations.accounts())
 
     def rotate(self, name: str) -> dict[str, Any]:
-        """Give an account a new key (in `apiKey`); the old one is refused from now on."""
+        """Give an account a new key; the old one, and its lease's, are refused from now on.
+
+        Args:
+            name: The account's name.
+
+        Returns:
+            The account, its new key in `apiKey`.
+        """
         return self._drive(self._operations.rotate_account(name))
 
     def set_quotas(self, name: str, **quotas: Unpack[QuotaOptions]) -> dict[str, Any]:
-        """Set an account's own quotas (a quota given None has the server's default again);
-        the account."""
+        """Set an account's own quotas; those not given stay as they are.
+
+        Args:
+            name: The account's name.
+            **quotas: Its quotas by name (`max_queued`, `runs_per_minute`, `max_running`,
+                `max_memory_gb`); None gives one the server's default again.
+
+        Returns:
+            The account.
+        """
         return self._drive(self._operations.set_account_quotas(name, quotas))
 
     def remove(self, name: str) -> dict[str, Any]:
-        """Remove an account: its keys stop working, its runs and sandboxes end; the
-        account as it was."""
+        """Remove an account: its keys stop working, its runs and sandboxes end.
+
+        Args:
+            name: The account's name.
+
+        Returns:
+            The account as it was.
+        """
         return self._drive(self._operations.remove_account(name))
 
 

@@ -1,5 +1,6 @@
 """Durable state in SQLite: runs, sandboxes, results, idempotency keys, leases, the records
-of long-lived sandboxes (those made outside runs), and the hashes of the keys given out.
+of long-lived sandboxes (those made outside runs), the accounts added while a server runs,
+and the hashes of the keys given out.
 
 Every change is committed at once (WAL, synchronous=NORMAL), so a server killed at any point
 restarts with everything that had finished. The server's event loop is the only writer.
