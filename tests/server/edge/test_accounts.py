@@ -23,6 +23,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     state = tmp_path_factory.mktemp("accounts") / "state"
     keys = (KEY, f"{ADMIN_KEY}:read,provision,admin")
     handle = start_server(state, "--memory-gib", "4", "--max-running", "3", keys=keys)
+    handle.conform = True  # every answer as the OpenAPI document says
     yield handle
     handle.kill(signal.SIGTERM)
 
