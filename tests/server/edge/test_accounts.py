@@ -58,8 +58,10 @@ def test_an_account_added_runs_under_its_own_quotas_and_is_rotated_and_removed(
         with server.client(rotated["apiKey"]) as team:
             assert {run["id"] for run in team.swarms.list()} == {first["id"], second["id"]}
 
+        admin.accounts.set_quotas("team-a", max_queued=7)
         removed = admin.accounts.remove("team-a")
-        assert removed["name"] == "team-a" and admin.accounts.list() == []
+        assert (removed["name"], removed["quotas"]["maxQueued"]) == ("team-a", 7)
+        assert admin.accounts.list() == []
         with (
             server.client(rotated["apiKey"], max_retries=0) as gone,
             pytest.raises(AuthenticationError),

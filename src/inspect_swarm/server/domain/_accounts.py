@@ -114,10 +114,14 @@ class Accounts:
         return frozenset(account.id for account in self._store.accounts())
 
     def quotas(self, account_id: str) -> Quotas:
-        """An account's quotas: its own where it has them, the server's defaults elsewhere."""
+        """The quotas of any account, by its id: an added one's, or the server's defaults."""
         account = self._store.account_by_id(account_id)
-        own = {} if account is None else account.quotas
-        return dataclasses.replace(self._defaults, **own)
+        return self._defaults if account is None else self.quotas_of(account)
+
+    def quotas_of(self, account: Account) -> Quotas:
+        """An added account's quotas: its own where it has them, the server's defaults
+        elsewhere."""
+        return dataclasses.replace(self._defaults, **account.quotas)
 
 
 def _scopes(scopes: Iterable[str] | None) -> frozenset[str]:

@@ -214,10 +214,10 @@ class SwarmServer:
         _refuse_sandbox(admin, "remove an account")
         account = self._accounts.remove(name)
         logger.info("account %s (%s) removed by %s", account.name, account.id, admin.label)
-        return AccountState(account, self._accounts.quotas(account.id))
+        return self._account_state(account)
 
     def _account_state(self, account: Account) -> AccountState:
-        return AccountState(account, self._accounts.quotas(account.id))
+        return AccountState(account, self._accounts.quotas_of(account))
 
     def state(self, owner: Owner, key: str) -> ServerState:
         """The server as `owner` (calling with `key`) sees it: free, its own or another's."""
