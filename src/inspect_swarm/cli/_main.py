@@ -194,8 +194,9 @@ def _server_parser(server: argparse.ArgumentParser) -> None:
         dest="api_keys",
         action="append",
         metavar="KEY[:SCOPES]",
-        help="an accepted key, one account each (repeatable; scopes read,provision; default: one "
-        "made once and kept in the state directory); every local user can read it in "
+        help="an accepted key, one account each (repeatable; scopes from read,provision,admin, "
+        "default read,provision; admin manages accounts; default: one made once and kept in "
+        "the state directory, with every scope); every local user can read it in "
         f"/proc: prefer --api-key-file or ${KEYS_VARIABLE}",
     )
     add(
