@@ -354,3 +354,27 @@ def test_every_refusal_has_a_status_and_e2b_has_its_own_for_a_missing_template()
 def _subclasses(cls: type[SwarmError]) -> set[type[SwarmError]]:
     found = set(cls.__subclasses__())
     return found.union(*(_subclasses(sub) for sub in found))
+
+
+def test_an_added_accounts_lease_outlives_a_restart_and_ends_with_the_account(
+    tmp_path: Path,
+) -> None:
+    store, host = _parts(tmp_path)
+    try:
+        domain = assemble(store, host, Settings(4))
+        state, _ = domain.add_account(ALICE, "team", None, {"max_queued": 3})
+        team = Owner(state.account.id)
+        domain.start(team, RUN)
+        # a restarted server keeps the leases of the accounts it has, added ones included
+        restarted = assemble(store, host, Settings(4))
+        restarted.close_accounts(frozenset({"acct_alice"}))
+        assert restarted.state(team, "").state == "yours"
+        assert restarted.accounts(ALICE)[0].quotas.max_queued == 3
+        with pytest.raises(SandboxKeyRefused):
+            restarted.remove_account(ALICES_SANDBOX, "team")
+        restarted.remove_account(ALICE, "team")
+        assert restarted.state(team, "").state == "available"
+        assert store.open_lease() is None and restarted.accounts(ALICE) == []
+    finally:
+        host.cgroups.remove_base()
+        store.close()
