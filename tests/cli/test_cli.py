@@ -518,3 +518,33 @@ def test_server_logs_requests_and_runs(tmp_path: Path) -> None:
     assert f"run {run_id} completed: 1 succeeded, 0 failed, 0 cancelled" in log
     logged = "\n".join(line for line in log.splitlines() if " INFO " in line)  # not the banner
     assert KEY not in logged and "wrong" not in logged and "secret" not in logged
+
+
+def test_accounts_are_managed_with_the_servers_own_key(home: Path, tmp_path: Path) -> None:
+    server = start_server(tmp_path / "state", "--isolation", "process", keys=())
+    try:
+        admin = json.loads((tmp_path / "state.ready").read_text())["apiKey"]
+        at = ("--api-url", server.url, "--api-key", admin)
+        added = run("accounts", "add", "team", "--max-running", "2", *at)
+        assert added.returncode == 0, added.stderr
+        key = added.stdout.strip()
+        assert key.startswith("isk_")
+        (row,) = run("accounts", "list", *at).stdout.splitlines()  # in a pipe: tab-separated
+        name, _, scopes, quotas, _ = row.split("\t")
+        assert (name, scopes) == ("team", "provision,read")
+        assert "maxRunning=2*" in quotas.split() and "maxQueued=20000" in quotas.split()
+        reset = json.loads(
+            run("accounts", "set", "team", "--max-running", "0", "--json", *at).stdout
+        )
+        assert reset["ownQuotas"] == [] and reset["quotas"]["maxRunning"] == 10_000
+        new_key = run("accounts", "rotate", "team", *at).stdout.strip()
+        assert new_key.startswith("isk_") and new_key != key
+        old = run("swarms", "list", "--api-url", server.url, "--api-key", key)
+        assert old.returncode == 1 and "401 unauthorized" in old.stderr
+        not_admin = run("accounts", "list", "--api-url", server.url, "--api-key", new_key)
+        assert not_admin.returncode == 1 and "403 insufficient_scope" in not_admin.stderr
+        assert run("accounts", "remove", "team", *at).stdout.strip() == "team"
+        gone = run("swarms", "list", "--api-url", server.url, "--api-key", new_key)
+        assert gone.returncode == 1 and "401 unauthorized" in gone.stderr
+    finally:
+        server.kill()

@@ -1,5 +1,6 @@
-"""Attacks on the server's capacity with a valid key: queueing without end, and starting runs
-as fast as the server takes them, with the account's key and with a sandbox's.
+"""Attacks on the server's capacity with a valid key: queueing without end, starting runs as
+fast as the server takes them, and running or booking more at once than the account may, with
+the account's key and with a sandbox's.
 
 Each start past the account's quotas is answered 429 `quota_exceeded`, saying what is left
 and, where it is known, when more is.
@@ -74,3 +75,27 @@ def test_starts_past_the_accounts_quotas_are_refused_with_what_is_left_and_when(
         f"runs per minute: {RUNS_PER_MINUTE} of {RUNS_PER_MINUTE} started in the last minute"
     )
     assert 0 < int(headers["retry-after"]) <= 60
+
+
+@pytest.fixture(scope="module")
+def room(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A server whose accounts may have 3 sandboxes running and 3 GB booked."""
+    quotas = ("--max-running", "3", "--max-memory-gb", "3")
+    yield from served(tmp_path_factory, "room", "--memory-gib", "4", *quotas)
+
+
+def test_sandboxes_running_and_memory_booked_are_counted_for_runs_sandboxes_and_their_keys(
+    room: Server,
+) -> None:
+    # four sandboxes, two at a time: two running and 2 GB booked from the start
+    body = {"command": "sleep 120", "count": 4, "size": SMALL, "concurrency": 2}
+    with room.http() as http:
+        first = http.post("/api/swarms", json=body).json()
+        refused = http.post("/v1/sandboxes", json={"size": {"vcpus": 1, "memoryGb": 2}})
+    assert refused.status_code == 429, refused.text
+    assert refused.json()["detail"].startswith("memory booked: 2 of 3 GB booked, 1 GB left")
+    # the third may run; from inside it, a sandbox's key asks for four more at once
+    inside = in_sandbox(room, INSIDE)
+    assert str(inside["stdoutTail"]).split() == ["429", "quota_exceeded"], inside
+    with room.client(KEY) as client:
+        client.swarms.cancel(first["id"])

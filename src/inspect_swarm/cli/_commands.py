@@ -1,4 +1,5 @@
-"""The CLI's client commands: `swarms ...`, `sandboxes ...`, `mcp`, `login` and `context ...`.
+"""The CLI's client commands: `swarms ...`, `sandboxes ...`, `accounts ...`, `mcp`, `login` and
+`context ...`.
 
 Each takes the parsed arguments and returns the exit status. Data goes to stdout (see
 `cli._output`), progress and hints to stderr. An API error names the server that answered it and
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
-from .._swarms_api import SANDBOX_FIELDS, START_FIELDS
+from .._swarms_api import QUOTA_WIRE, SANDBOX_FIELDS, START_FIELDS
 from ..client import _contexts as _config
 from ..client._client import (
     APIConnectionError,
@@ -31,6 +32,7 @@ from ..client._contexts import CLI, Context, Target, resolve
 from ._options import field_values
 from ._output import (
     Output,
+    accounts_table,
     logs,
     long_lived_table,
     progress_line,
@@ -257,6 +259,54 @@ def sandboxes_get(args: argparse.Namespace) -> int:
 def sandboxes_kill(args: argparse.Namespace) -> int:
     """`sandboxes kill`: prints the ended sandbox's id (its record with --json)."""
     return _show(args, lambda client: client.sandboxes.kill(args.sandbox_id), _sandbox_id)
+
+
+# accounts
+
+
+def accounts_add(args: argparse.Namespace) -> int:
+    """`accounts add`: prints the new account's key (shown this once; all of it with --json)."""
+    scopes = None if args.scopes is None else args.scopes.split(",")
+
+    def add(client: SwarmsClient) -> dict[str, Any]:
+        return client.accounts.add(args.name, scopes=scopes, **_quotas(args))
+
+    return _show(args, add, _account_key)
+
+
+def _quotas(args: argparse.Namespace) -> dict[str, Any]:
+    """The quotas given as flags, by their Python names."""
+    return {name: getattr(args, name) for name in QUOTA_WIRE if getattr(args, name) is not None}
+
+
+def _account_key(output: Output, account: Mapping[str, Any]) -> None:
+    output.line(str(account["apiKey"]))
+
+
+def accounts_list(args: argparse.Namespace) -> int:
+    """`accounts list`."""
+    return _show(args, lambda client: client.accounts.list(), accounts_table)
+
+
+def accounts_rotate(args: argparse.Namespace) -> int:
+    """`accounts rotate`: prints the account's new key."""
+    return _show(args, lambda client: client.accounts.rotate(args.name), _account_key)
+
+
+def accounts_set(args: argparse.Namespace) -> int:
+    """`accounts set`: the account's own quotas."""
+
+    def set_quotas(client: SwarmsClient) -> dict[str, Any]:
+        given = {name: value or None for name, value in _quotas(args).items()}  # 0: the default
+        return client.accounts.set_quotas(args.name, **given)
+
+    return _show(args, set_quotas, lambda output, account: accounts_table(output, [account]))
+
+
+def accounts_remove(args: argparse.Namespace) -> int:
+    """`accounts remove`: prints the removed account's name."""
+    removed = lambda output, account: output.line(str(account["name"]))  # noqa: E731
+    return _show(args, lambda client: client.accounts.remove(args.name), removed)
 
 
 # mcp

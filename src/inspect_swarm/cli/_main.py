@@ -18,7 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from .._swarms_api import SANDBOX_FIELDS, START_FIELDS
+from .._swarms_api import ACCOUNT_SCOPES, QUOTA_HELP, SANDBOX_FIELDS, START_FIELDS
 from ..client._contexts import HOSTED_API_URL, LOCAL
 from ..server._defaults import (
     DEFAULT_PORT,
@@ -37,6 +37,7 @@ from ._options import (
     parse_duration,
     port,
     positive,
+    whole,
 )
 from ._replay import add_replay_command
 
@@ -138,6 +139,10 @@ def build_parser() -> argparse.ArgumentParser:
     _sandboxes_parser(
         _parser(commands, "sandboxes", "long-lived sandboxes, and any sandbox's record"), client
     )
+    _accounts_parser(
+        _parser(commands, "accounts", "a server's accounts (with a key of the admin scope)"),
+        client,
+    )
     mcp = _parser(commands, "mcp", "serve the Swarms API as MCP tools over stdio", parents=client)
     mcp.add_argument(
         "--names",
@@ -191,8 +196,9 @@ def _server_parser(server: argparse.ArgumentParser) -> None:
         dest="api_keys",
         action="append",
         metavar="KEY[:SCOPES]",
-        help="an accepted key, one account each (repeatable; scopes read,provision; default: one "
-        "made once and kept in the state directory); every local user can read it in "
+        help="an accepted key, one account each (repeatable; scopes from read,provision,admin, "
+        "default read,provision; admin manages accounts; default: one made once and kept in "
+        "the state directory, with every scope); every local user can read it in "
         f"/proc: prefer --api-key-file or ${KEYS_VARIABLE}",
     )
     add(
@@ -216,16 +222,7 @@ def _server_parser(server: argparse.ArgumentParser) -> None:
         f"~/.local/state/inspect-swarm; here {default_state_dir()})",
     )
     add("--max-sandboxes", type=positive, help="most sandboxes in one run")
-    add(
-        "--max-queued",
-        type=positive,
-        help="quota: sandboxes one account may have waiting to start, in all its runs",
-    )
-    add(
-        "--runs-per-minute",
-        type=positive,
-        help="quota: runs one account may start in any 60 seconds",
-    )
+    _quota_options(add, "")
     add("--max-body-mib", type=positive, help="largest request body (not uploads)")
     add(
         "--max-file-mib",
@@ -371,6 +368,14 @@ def _server_parser(server: argparse.ArgumentParser) -> None:
     )
 
 
+def _quota_options(
+    add: Callable[..., Any], note: str, kind: Callable[[str], int] = positive
+) -> None:
+    """A flag for each of an account's quotas (`--max-queued`...), its help ending in `note`."""
+    for name, text in QUOTA_HELP.items():
+        add(f"--{name.replace('_', '-')}", type=kind, help=f"quota: {text}{note}")
+
+
 def _group(
     group: argparse.ArgumentParser, name: str, parents: list[argparse.ArgumentParser]
 ) -> Callable[[str, str], argparse.ArgumentParser]:
@@ -455,6 +460,34 @@ def _sandboxes_parser(
             "sandbox_id", metavar="ID", help="a sandbox id, or any unique start of one"
         )
         _json_option(parser, "print the sandbox as JSON")
+
+
+def _accounts_parser(
+    accounts: argparse.ArgumentParser, client: list[argparse.ArgumentParser]
+) -> None:
+    command = _group(accounts, "accounts", client)
+
+    add = command("add", "add an account; prints its key, shown this once")
+    add.add_argument("name", help="its name: 1 to 63 of a-z, 0-9, '.', '_' and '-'")
+    add.add_argument(
+        "--scopes",
+        metavar="SCOPES",
+        help=f"what its key may do, from {','.join(ACCOUNT_SCOPES)} (default: both)",
+    )
+    _quota_options(add.add_argument, " (default: the server's)")
+    _json_option(add, "print the account as JSON (its key too)")
+    _json_option(command("list", "the accounts, with their scopes and quotas"), "as JSON")
+    quotas = command("set", "set an account's own quotas (0: the server's default again)")
+    quotas.add_argument("name", help="the account's name")
+    _quota_options(quotas.add_argument, "", whole)
+    _json_option(quotas, "print the account as JSON")
+    for name, text in (
+        ("rotate", "give an account a new key, refusing the old one; prints the new key"),
+        ("remove", "remove an account: its keys stop working, its runs and sandboxes end"),
+    ):
+        parser = command(name, text)
+        parser.add_argument("name", help="the account's name")
+        _json_option(parser, "print the account as JSON")
 
 
 def _login_parser(login: argparse.ArgumentParser) -> None:

@@ -64,6 +64,12 @@ def positive(text: str) -> int:
     return int(text)
 
 
+def whole(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+    return int(text)
+
+
 def port(text: str) -> int:
     if not text.isdigit() or int(text) > 65535:
         raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535, got {text!r}")

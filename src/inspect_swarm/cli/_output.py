@@ -278,6 +278,24 @@ def long_lived_table(output: Output, sandboxes: Sequence[Mapping[str, Any]]) -> 
     output.table(["SANDBOX", "STATUS", "TEMPLATE", "SIZE", "STARTED", "ENDS"], rows)
 
 
+def accounts_table(output: Output, accounts: Sequence[Mapping[str, Any]]) -> None:
+    """`accounts list`: each account, its scopes and its quotas (* marks its own)."""
+    rows = [
+        [
+            str(a.get("name")),
+            str(a.get("id")),
+            ",".join(a.get("scopes", [])),
+            " ".join(
+                f"{name}={value}{'*' if name in a.get('ownQuotas', []) else ''}"
+                for name, value in a.get("quotas", {}).items()
+            ),
+            output.when(a.get("createdAt")),
+        ]
+        for a in accounts
+    ]
+    output.table(["NAME", "ID", "SCOPES", "QUOTAS (* its own)", "ADDED"], rows)
+
+
 def _size(size: Mapping[str, Any] | None) -> str:
     return "-" if not size else f"{size.get('vcpus', '?')}x{size.get('memoryGb', '?')}"
 

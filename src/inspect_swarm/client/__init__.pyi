@@ -2,6 +2,7 @@
 
 # The public API, for type checkers and IDEs; `__init__.py` imports each name on first use.
 from ._client import (
+    Accounts,
     APIConnectionError,
     AsyncSwarmsClient,
     AuthenticationError,
@@ -20,6 +21,7 @@ from ._sweep import sample_arms, sweep
 
 __all__ = [
     "APIConnectionError",
+    "Accounts",
     "AsyncSwarmsClient",
     "AuthenticationError",
     "ConflictError",

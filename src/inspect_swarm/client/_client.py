@@ -24,7 +24,15 @@ from urllib.parse import quote
 import anyio
 import httpx
 
-from .._swarms_api import SANDBOX_FIELDS, START_FIELDS, ApiField, SandboxOptions, StartOptions
+from .._swarms_api import (
+    QUOTA_WIRE,
+    SANDBOX_FIELDS,
+    START_FIELDS,
+    ApiField,
+    QuotaOptions,
+    SandboxOptions,
+    StartOptions,
+)
 from ._contexts import Target, resolve
 
 logger = logging.getLogger(__name__)
@@ -418,6 +426,47 @@ class _Operations:
         make = lambda i: _Call("DELETE", _path("/v1/sandboxes/{}", i))  # noqa: E731
         return dict((yield from self._by_id(make, sandbox_id, self._sandbox_ids)))
 
+    def add_account(
+        self, name: str, scopes: Sequence[str] | None, quotas: QuotaOptions
+    ) -> Op[dict[str, Any]]:
+        body: dict[str, Any] = {"name": name, "quotas": _quotas_body(quotas, keep_none=False)}
+        if scopes is not None:
+            body["scopes"] = list(scopes)
+        call = _Call("POST", ACCOUNTS_PATH, body, safe_to_retry=False)
+        return dict((yield from self.send(call)))
+
+    def accounts(self) -> Op[list[dict[str, Any]]]:
+        call = _Call("GET", ACCOUNTS_PATH, parse=_items("accounts"))
+        return list((yield from self.send(call)))
+
+    def rotate_account(self, name: str) -> Op[dict[str, Any]]:
+        path = _path(f"{ACCOUNTS_PATH}/{{}}/rotate", name)
+        return dict((yield from self.send(_Call("POST", path, safe_to_retry=False))))
+
+    def set_account_quotas(self, name: str, quotas: QuotaOptions) -> Op[dict[str, Any]]:
+        body = _quotas_body(quotas, keep_none=True)
+        call = _Call("PATCH", _path(f"{ACCOUNTS_PATH}/{{}}", name), body)
+        return dict((yield from self.send(call)))
+
+    def remove_account(self, name: str) -> Op[dict[str, Any]]:
+        return dict((yield from self.send(_Call("DELETE", _path(f"{ACCOUNTS_PATH}/{{}}", name)))))
+
+
+ACCOUNTS_PATH = "/admin/accounts"
+
+
+def _quotas_body(quotas: QuotaOptions, keep_none: bool) -> dict[str, int | None]:
+    """Quotas by their wire names (None, the server's default again, kept if `keep_none`)."""
+    unknown = sorted(set(quotas) - set(QUOTA_WIRE))
+    if unknown:
+        raise TypeError(
+            f"accounts: {unknown[0]!r} is no quota; the quotas are {', '.join(QUOTA_WIRE)}"
+        )
+    given: dict[str, int | None] = dict(quotas)  # type: ignore[arg-type]
+    return {
+        QUOTA_WIRE[name]: value for name, value in given.items() if keep_none or value is not None
+    }
+
 
 def _request(http: httpx.Client | httpx.AsyncClient, call: _Call) -> httpx.Request:
     return http.build_request(call.method, call.path, json=call.body, headers=call.headers)
@@ -449,6 +498,7 @@ class SwarmsClient:
         swarms: Runs of one command on many sandboxes (`Swarms`).
         servers: The swarm servers and your lease (`Servers`).
         sandboxes: Long-lived sandboxes, and any sandbox's record (`Sandboxes`).
+        accounts: The server's accounts, with a key of the `admin` scope (`Accounts`).
 
     Raises:
         ValueError: No server is given and none can be found.
@@ -477,6 +527,7 @@ class SwarmsClient:
         self.swarms = Swarms(self)
         self.servers = Servers(self)
         self.sandboxes = Sandboxes(self)
+        self.accounts = Accounts(self)
 
     @property
     def base_url(self) -> str:
@@ -529,6 +580,7 @@ class AsyncSwarmsClient:
         swarms: The calls of `SwarmsClient.swarms`, awaited.
         servers: The calls of `SwarmsClient.servers`, awaited.
         sandboxes: The calls of `SwarmsClient.sandboxes`, awaited.
+        accounts: The calls of `SwarmsClient.accounts`, awaited.
     """
 
     def __init__(
@@ -554,6 +606,7 @@ class AsyncSwarmsClient:
         self.swarms = AsyncSwarms(self)
         self.servers = AsyncServers(self)
         self.sandboxes = AsyncSandboxes(self)
+        self.accounts = AsyncAccounts(self)
 
     @property
     def base_url(self) -> str:
@@ -855,3 +908,104 @@ class AsyncSandboxes:
     async def kill(self, sandbox_id: str) -> dict[str, Any]:
         """End a long-lived sandbox; returns its record."""
         return await self._drive(self._operations.kill_sandbox(sandbox_id))
+
+
+class Accounts:
+    """`client.accounts`: add, list, rotate, set quotas of and remove a server's accounts,
+    while it runs, with a key of the `admin` scope.
+
+    Args:
+        client: The client whose calls these are (it makes this object).
+    """
+
+    def __init__(self, client: SwarmsClient) -> None:
+        self._drive = client._drive
+        self._operations = client._operations
+
+    def add(
+        self, name: str, *, scopes: Sequence[str] | None = None, **quotas: Unpack[QuotaOptions]
+    ) -> dict[str, Any]:
+        """Add an account. A lost connection is not retried: it may have been added.
+
+        Args:
+            name: Its name (1 to 63 of a-z, 0-9, `.`, `_` and `-`).
+            scopes: What its key may do: `read`, `provision` or both (default both).
+            **quotas: Its own quotas in place of the server's defaults (`max_queued`,
+                `runs_per_minute`, `max_running`, `max_memory_gb`).
+
+        Returns:
+            The account, its key in `apiKey` (shown this once).
+
+        Raises:
+            TypeError: A quota the server does not have.
+        """
+        return self._drive(self._operations.add_account(name, scopes, quotas))
+
+    def list(self) -> builtins.list[dict[str, Any]]:
+        """The accounts added while the server runs, oldest first, with their quotas."""
+        return self._drive(self._operations.accounts())
+
+    def rotate(self, name: str) -> dict[str, Any]:
+        """Give an account a new key; the old one, and its lease's, are refused from now on.
+
+        Args:
+            name: The account's name.
+
+        Returns:
+            The account, its new key in `apiKey`.
+        """
+        return self._drive(self._operations.rotate_account(name))
+
+    def set_quotas(self, name: str, **quotas: Unpack[QuotaOptions]) -> dict[str, Any]:
+        """Set an account's own quotas; those not given stay as they are.
+
+        Args:
+            name: The account's name.
+            **quotas: Its quotas by name (`max_queued`, `runs_per_minute`, `max_running`,
+                `max_memory_gb`); None gives one the server's default again.
+
+        Returns:
+            The account.
+        """
+        return self._drive(self._operations.set_account_quotas(name, quotas))
+
+    def remove(self, name: str) -> dict[str, Any]:
+        """Remove an account: its keys stop working, its runs and sandboxes end.
+
+        Args:
+            name: The account's name.
+
+        Returns:
+            The account as it was.
+        """
+        return self._drive(self._operations.remove_account(name))
+
+
+class AsyncAccounts:
+    """`client.accounts` of the async client."""
+
+    def __init__(self, client: AsyncSwarmsClient) -> None:
+        self._drive = client._drive
+        self._operations = client._operations
+
+    async def add(
+        self, name: str, *, scopes: Sequence[str] | None = None, **quotas: Unpack[QuotaOptions]
+    ) -> dict[str, Any]:
+        """Add an account (see `Accounts.add`); its key is in `apiKey`."""
+        return await self._drive(self._operations.add_account(name, scopes, quotas))
+
+    async def list(self) -> builtins.list[dict[str, Any]]:
+        """The accounts added while the server runs, oldest first, with their quotas."""
+        return await self._drive(self._operations.accounts())
+
+    async def rotate(self, name: str) -> dict[str, Any]:
+        """Give an account a new key (in `apiKey`); the old one is refused from now on."""
+        return await self._drive(self._operations.rotate_account(name))
+
+    async def set_quotas(self, name: str, **quotas: Unpack[QuotaOptions]) -> dict[str, Any]:
+        """Set an account's own quotas (None: the server's default again)."""
+        return await self._drive(self._operations.set_account_quotas(name, quotas))
+
+    async def remove(self, name: str) -> dict[str, Any]:
+        """Remove an account: its keys stop working, its runs and sandboxes end."""
+        return await self._drive(self._operations.remove_account(name))

@@ -25,6 +25,10 @@ MAX_QUEUED = 20_000
 """The most sandboxes one account may have waiting to start, in all its runs."""
 RUNS_PER_MINUTE = 600
 """The most runs one account may start in any 60 seconds."""
+MAX_RUNNING = 10_000
+"""The most sandboxes one account may have running at once, in its runs and outside them."""
+MAX_MEMORY_GB = 40_000
+"""The most memory, in GB, one account's sandboxes may book at once."""
 MAX_CLIENT_CONNECTIONS = 256
 """The most connections one client address may hold open (sandboxes' counted apart)."""
 
@@ -59,6 +63,11 @@ class ServerOptions(NamedTuple):
     """Every account's quota of sandboxes waiting to start, in all its runs."""
     runs_per_minute: int = RUNS_PER_MINUTE
     """Every account's quota of runs started in any 60 seconds."""
+    max_running: int = MAX_RUNNING
+    """Every account's quota of sandboxes running at once (a run's counted at its
+    concurrency)."""
+    max_memory_gb: int = MAX_MEMORY_GB
+    """Every account's quota of memory its sandboxes book at once, in GB."""
     max_sandbox_connections: int = 128
     plan: Literal["scale", "none"] = "scale"
     min_timeout: int = 10

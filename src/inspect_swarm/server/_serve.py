@@ -7,7 +7,6 @@ import contextlib
 import json
 import logging
 import os
-import secrets
 import shutil
 import socket
 import stat
@@ -29,13 +28,14 @@ from ._defaults import (
 from .domain._leases import Keyring
 from .domain._server import SwarmServer
 from .edge._app import create_app
-from .edge._auth import ALL_SCOPES
+from .edge._auth import ALL_SCOPES, KNOWN_SCOPES
 from .edge._middleware import KIB, MIB, HttpLimits, http_protocol
 from .edge._ports import ByPort
 from .edge.console import create_console
 from .engines._engine import Engine
 from .engines._local import LocalRunner
 from .engines._scheduler import Scheduler
+from .model._keys import ACCOUNT_KEY_PREFIX, new_key
 from .model._types import Quotas, Settings
 from .records._runs import Runs
 from .records._store import Store
@@ -58,9 +58,10 @@ def default_disk_gib(state_dir: Path, memory_gib: int) -> int:
 
 
 def parse_key(spec: str) -> tuple[str, frozenset[str]]:
-    """`KEY` (every scope) or `KEY:scope[,scope]` with scopes from read and provision."""
+    """`KEY` (read and provision) or `KEY:scope[,scope]` with scopes from read, provision
+    and admin."""
     key, _, scopes = spec.rpartition(":")
-    if key and scopes and set(scopes.split(",")) <= ALL_SCOPES:
+    if key and scopes and set(scopes.split(",")) <= KNOWN_SCOPES:
         return key, frozenset(scopes.split(","))
     return spec, ALL_SCOPES
 
@@ -101,7 +102,7 @@ def _server_key(state_dir: Path) -> str:
     if path.exists():
         os.chmod(path, 0o600)
         return path.read_text().strip()
-    key = f"isk_{secrets.token_urlsafe(24)}"
+    key = new_key(ACCOUNT_KEY_PREFIX)
     write_fresh(path, key + "\n")
     return key
 
@@ -194,7 +195,7 @@ def serve(options: ServerOptions, on_ready: Announce | None = None) -> None:
     os.chmod(state_dir, 0o700)  # its database and key files are the server's alone
     keys = dict(parse_key(k) for k in given_keys(options))
     if not keys:
-        keys = {_server_key(state_dir): ALL_SCOPES}
+        keys = {_server_key(state_dir): KNOWN_SCOPES}  # its operator's: accounts too
     store = Store(state_dir / "swarm.db")  # first: a database it cannot open stops it here
     sock = _listen(options.host, options.port)
     port = sock.getsockname()[1]
@@ -229,7 +230,12 @@ def serve(options: ServerOptions, on_ready: Announce | None = None) -> None:
         stuck_timeout=options.stuck_timeout,
         plan=options.plan,
         disk_mb=_disk_mb(sandbox_host, state_dir),
-        quotas=Quotas(options.max_queued, options.runs_per_minute),
+        quotas=Quotas(
+            options.max_queued,
+            options.runs_per_minute,
+            options.max_running,
+            options.max_memory_gb,
+        ),
     )
     server = assemble(store, sandbox_host, settings, url, options)
     limits = HttpLimits(

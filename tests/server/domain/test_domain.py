@@ -307,6 +307,35 @@ def test_an_accounts_quotas_count_its_sandboxes_keys_and_say_what_is_left(
         store.close()
 
 
+@pytest.mark.anyio
+async def test_an_accounts_sandboxes_running_and_memory_booked_count_runs_at_their_concurrency(
+    tmp_path: Path,
+) -> None:
+    store, host = _parts(tmp_path)
+    quotas = Quotas(max_running=3, max_memory_gb=4)
+    domain = assemble(store, host, Settings(4, quotas=quotas))
+    try:
+        # five sandboxes, two at a time: two count as running, though none has started
+        domain.start(ALICES_SANDBOX, dataclasses.replace(RUN, count=5, concurrency=2))
+        with pytest.raises(QuotaExceeded) as running:
+            domain.start(ALICE, dataclasses.replace(RUN, count=2, concurrency=2))
+        assert running.value.message.startswith("sandboxes running: 2 of 3 may run at once, 1 left")
+        assert running.value.retry_after is None
+        with pytest.raises(QuotaExceeded) as memory:
+            domain.start(ALICE, dataclasses.replace(RUN, size=Size(1, 3)))
+        assert memory.value.message.startswith("memory booked: 2 of 4 GB booked, 2 GB left")
+        # a sandbox outside runs counts too, and is refused before it boots
+        with pytest.raises(QuotaExceeded, match="this sandbox would book 3 GB"):
+            await domain.create_sandbox(ALICE, SandboxRequest(None, None, Size(1, 3), None))
+        # a run that fits is let through; another account's sandboxes are its own
+        domain.start(ALICE, RUN)
+        assert store.at_once("acct_alice") == (3, 3) and store.at_once("acct_bob") == (0, 0)
+        assert len(store.runs()) == 2  # the refused starts recorded nothing
+    finally:
+        host.cgroups.remove_base()
+        store.close()
+
+
 def test_every_refusal_has_a_status_and_e2b_has_its_own_for_a_missing_template() -> None:
     refusals = _subclasses(SwarmError)
     assert {TemplateNotFound, ImageUnsupported, SandboxKeyRefused} <= refusals
@@ -325,3 +354,27 @@ def test_every_refusal_has_a_status_and_e2b_has_its_own_for_a_missing_template()
 def _subclasses(cls: type[SwarmError]) -> set[type[SwarmError]]:
     found = set(cls.__subclasses__())
     return found.union(*(_subclasses(sub) for sub in found))
+
+
+def test_an_added_accounts_lease_outlives_a_restart_and_ends_with_the_account(
+    tmp_path: Path,
+) -> None:
+    store, host = _parts(tmp_path)
+    try:
+        domain = assemble(store, host, Settings(4))
+        state, _ = domain.add_account(ALICE, "team", None, {"max_queued": 3})
+        team = Owner(state.account.id)
+        domain.start(team, RUN)
+        # a restarted server keeps the leases of the accounts it has, added ones included
+        restarted = assemble(store, host, Settings(4))
+        restarted.close_accounts(frozenset({"acct_alice"}))
+        assert restarted.state(team, "").state == "yours"
+        assert restarted.accounts(ALICE)[0].quotas.max_queued == 3
+        with pytest.raises(SandboxKeyRefused):
+            restarted.remove_account(ALICES_SANDBOX, "team")
+        restarted.remove_account(ALICE, "team")
+        assert restarted.state(team, "").state == "available"
+        assert store.open_lease() is None and restarted.accounts(ALICE) == []
+    finally:
+        host.cgroups.remove_base()
+        store.close()

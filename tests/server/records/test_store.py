@@ -20,7 +20,14 @@ from inspect_swarm.client import AuthenticationError
 from inspect_swarm.server._serve import assemble
 from inspect_swarm.server.domain import _server
 from inspect_swarm.server.edge._auth import account_of
-from inspect_swarm.server.model._types import RunRecord, RunSpec, SandboxInput, Settings, Size
+from inspect_swarm.server.model._types import (
+    Account,
+    RunRecord,
+    RunSpec,
+    SandboxInput,
+    Settings,
+    Size,
+)
 from inspect_swarm.server.records._store import SCHEMA_VERSION, Store
 from inspect_swarm.server.sandboxes._isolation import IsolationConfig, SandboxHost
 
@@ -194,3 +201,31 @@ def test_a_database_of_a_later_version_is_refused(
         Store(path)
     assert main(["server", "--state-dir", str(tmp_path), "--port", "0"]) == 1
     assert later in capsys.readouterr().err
+
+
+def test_accounts_of_an_earlier_version_are_added_and_kept_by_their_keys_hash(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "swarm.db"
+    Store(path).close()
+    db = sqlite3.connect(path)  # a database of version 2, before accounts
+    db.execute("DROP TABLE accounts")
+    db.execute("PRAGMA user_version = 2")
+    db.close()
+    store = Store(path)
+    team = Account("acct_team", "team", frozenset({"read"}), {"max_running": 2}, 1.0)
+    store.insert_account(team, "isk_secret")
+    store.close()
+    store = Store(path)
+    try:
+        assert store.account_of_key("isk_secret") == team == store.account("team")
+        assert store.account_of_key("isk_other") is None
+        store.set_account_key("team", "isk_new")
+        assert store.account_of_key("isk_secret") is None
+        rotated = store.account_of_key("isk_new")
+        assert rotated is not None and rotated.id == team.id and rotated.rotated_at is not None
+    finally:
+        store.close()
+    stored = b"".join(p.read_bytes() for p in tmp_path.iterdir())
+    assert b"isk_secret" not in stored and b"isk_new" not in stored
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION

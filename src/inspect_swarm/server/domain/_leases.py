@@ -102,6 +102,11 @@ class Keyring:
         """The sandbox has ended: its key stops working."""
         self._store.revoke_sandbox_keys(sandbox_id)
 
+    def renew_lease_key(self, lease_id: str) -> None:
+        """The lease's own key stops working; a new one is made when next asked for."""
+        self._store.revoke_lease_key(lease_id)
+        self._lease_keys.pop(lease_id, None)
+
     def revoke_lease(self, lease_id: str) -> None:
         """The lease has ended: every key made for it stops working."""
         self._store.revoke_lease_keys(lease_id)
@@ -174,6 +179,12 @@ class Leases:
         server): every key made for it stops working, and its runs and sandboxes end."""
         lease = self.current()
         if lease is not None and lease.account not in accounts:
+            self.release(lease, "closed")
+
+    def close(self, account: str) -> None:
+        """End the account's lease, if it holds the server (the account was removed)."""
+        lease = self.current()
+        if lease is not None and lease.account == account:
             self.release(lease, "closed")
 
     async def serve(self) -> None:

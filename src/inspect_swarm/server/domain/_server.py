@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any
 
 import anyio
@@ -31,6 +31,8 @@ from ..model._types import (
     DEFAULT_TEMPLATE,
     TEMPLATES,
     Access,
+    Account,
+    AccountState,
     EngineStopped,
     Health,
     IdempotencyConflict,
@@ -61,6 +63,7 @@ from ..model._types import (
 )
 from ..records._runs import Runs, RunView
 from ..records._store import Store
+from ._accounts import Accounts
 from ._leases import Keyring, Leases
 from ._long_lived import LongLivedSandbox, LongLivedSandboxes
 from ._quotas import AccountQuotas
@@ -84,7 +87,8 @@ class SwarmServer:
         self._keyring = keyring
         self._settings = settings
         self._leases = Leases(store, settings, keyring, engine)
-        self._quotas = AccountQuotas(store, settings.quotas)
+        self._accounts = Accounts(store, settings.quotas, self._leases, keyring)
+        self._quotas = AccountQuotas(store, self._accounts.quotas)
         self._sandboxes = LongLivedSandboxes(store, self._leases, keyring, engine, settings.disk_mb)
         self._stopped: str | None = None
         self._recover()
@@ -156,9 +160,64 @@ class SwarmServer:
         return self._keyring.find(key)
 
     def close_accounts(self, accounts: frozenset[str]) -> None:
-        """End the lease of an account not in `accounts` (its key was removed from the
-        server): every key made for it stops working, and its runs and sandboxes end."""
-        self._leases.close_accounts(accounts)
+        """End the lease of an account neither in `accounts` (the server's keys') nor added
+        while a server ran (its key was removed from the server): every key made for it stops
+        working, and its runs and sandboxes end."""
+        self._leases.close_accounts(accounts | self._accounts.ids())
+
+    def find_account(self, key: str) -> Account | None:
+        """The account added while a server ran whose key this is."""
+        return self._accounts.of_key(key)
+
+    def account_scopes(self, account_id: str) -> frozenset[str] | None:
+        """What the keys of an account added while a server ran may do (None: no such
+        account, or one removed)."""
+        return self._accounts.scopes(account_id)
+
+    # accounts, managed with a key of the `admin` scope (the edge checks the scope)
+
+    def add_account(
+        self,
+        admin: Owner,
+        name: str,
+        scopes: Iterable[str] | None,
+        quotas: Mapping[str, int],
+    ) -> tuple[AccountState, str]:
+        """Add an account; it and its key (shown this once)."""
+        _refuse_sandbox(admin, "add an account")
+        account, key = self._accounts.add(name, scopes, quotas)
+        logger.info("account %s (%s) added by %s", account.name, account.id, admin.label)
+        return self._account_state(account), key
+
+    def accounts(self, admin: Owner) -> list[AccountState]:
+        """Every account added, oldest first."""
+        _refuse_sandbox(admin, "list accounts")
+        return [self._account_state(account) for account in self._accounts.listing()]
+
+    def rotate_account(self, admin: Owner, name: str) -> tuple[AccountState, str]:
+        """Give an account a new key, the one before refused from now on; it and the key."""
+        _refuse_sandbox(admin, "rotate an account's key")
+        account, key = self._accounts.rotate(name)
+        logger.info("account %s's key rotated by %s", account.name, admin.label)
+        return self._account_state(account), key
+
+    def set_account_quotas(
+        self, admin: Owner, name: str, quotas: Mapping[str, int | None]
+    ) -> AccountState:
+        """Set an account's own quotas (None: the server's default again); the account."""
+        _refuse_sandbox(admin, "set an account's quotas")
+        return self._account_state(self._accounts.set_quotas(name, quotas))
+
+    def remove_account(self, admin: Owner, name: str) -> AccountState:
+        """Remove an account: its keys stop working, and its lease ends with its runs and
+        sandboxes; the removed account."""
+        _refuse_sandbox(admin, "remove an account")
+        account = self._accounts.remove(name)
+        logger.info("account %s (%s) removed by %s", account.name, account.id, admin.label)
+        return self._account_state(account)
+
+    def _account_state(self, account: Account) -> AccountState:
+        return AccountState(account, self._accounts.quotas_of(account))
 
     def state(self, owner: Owner, key: str) -> ServerState:
         """The server as `owner` (calling with `key`) sees it: free, its own or another's."""
@@ -243,7 +302,9 @@ class SwarmServer:
         inputs = request.sandbox_inputs()
         _check_command_lines(request, spec, inputs)
         lease, _ = self._rent(owner.account)
-        self._quotas.check(owner.account, len(inputs))
+        concurrency = request.concurrency or self._settings.max_concurrency(request.size)
+        at_once = min(concurrency, len(inputs))
+        self._quotas.check_run(owner.account, len(inputs), at_once, spec.size)
         run = RunRecord(
             id=uuid.uuid4().hex,
             account=owner.account,
@@ -252,7 +313,7 @@ class SwarmServer:
             name=request.name,
             spec=spec,
             count=len(inputs),
-            concurrency=request.concurrency or self._settings.max_concurrency(request.size),
+            concurrency=concurrency,
             created_at=time.time(),
         )
         sandbox_ids = [new_sandbox_id() for _ in inputs]
@@ -333,7 +394,8 @@ class SwarmServer:
     async def _boot(self, owner: Owner, spec: SandboxSpec) -> LongLivedSandbox:
         """Boot a sandbox on the account's lease (rented if the server is free)."""
         lease, _ = self._rent(owner.account)
-        return await self._sandboxes.start(owner, lease, spec)
+        with self._quotas.booking(owner.account, spec.size):
+            return await self._sandboxes.start(owner, lease, spec)
 
     def sandboxes(
         self,
@@ -423,6 +485,16 @@ class SwarmServer:
         most = self._settings.max_timeout
         if not 1 <= seconds <= most:
             raise InvalidRequest("timeout", f"must be 1 to {most} seconds, got {seconds}")
+
+
+def _refuse_sandbox(owner: Owner, what: str) -> None:
+    """Refuse a sandbox's key what only the account's own may do: its sandboxes run code the
+    account may not trust with its other accounts."""
+    if owner.sandbox_key:
+        raise SandboxKeyRefused(
+            f"accounts: a sandbox's key cannot {what}; use a key of the server's with the "
+            "admin scope"
+        )
 
 
 def _template(template: str | None, image: str | None) -> str:

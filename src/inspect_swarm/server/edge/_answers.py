@@ -106,6 +106,36 @@ class HealthObject(_Answer):
     reason: str | None = None
 
 
+class QuotasObject(_Answer):
+    """An account's quotas, its own or the server's defaults."""
+
+    maxQueued: int
+    runsPerMinute: int
+    maxRunning: int
+    maxMemoryGb: int
+
+
+class AccountObject(_Answer):
+    """An account added while the server runs; its key (`apiKey`) only as it is added or
+    rotated."""
+
+    id: str
+    name: str
+    scopes: list[Literal["read", "provision"]]
+    quotas: QuotasObject
+    ownQuotas: list[str]
+    """The quotas it has in place of the server's defaults."""
+    createdAt: str
+    rotatedAt: str | None
+    apiKey: str | None = None
+
+
+class AccountList(_Answer):
+    """The accounts added while the server runs, oldest first."""
+
+    accounts: list[AccountObject]
+
+
 class LeaseObject(_Answer):
     """A lease of the server; its own account's open lease also carries its key and the
     variables that hold it."""

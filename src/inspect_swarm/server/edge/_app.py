@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException
 from ..domain._server import SwarmServer
 from ..model._types import InvalidRequest, SwarmError
 from ._access_log import AccessLog
+from ._admin import admin_routes
 from ._auth import Keys
 from ._errors import ApiError
 from ._middleware import Edge, HttpLimits
@@ -55,10 +56,11 @@ def create_app(
     limits = limits or HttpLimits()
     app.add_middleware(Edge, limits=limits, uploads=UPLOAD_PATHS)
     app.add_middleware(AccessLog)  # outermost: its time is the whole answer's
-    auth = Keys(keys, server.find_key)
+    auth = Keys(keys, server)
     app.state.keys = auth
     # the Swarms API's routes first: a poll is matched before the E2B surface's are tried
     app.include_router(routes(server))
+    app.include_router(admin_routes(server))
     mount_e2b(app, server, max_file=limits.max_file)
     server.close_accounts(auth.accounts)
     # made on the first request for it, once every route is in

@@ -10,20 +10,22 @@ domain's to decide.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
 
-from ..model._keys import Owner
-from ..model._types import KeyRecord
+from ..domain._server import SwarmServer
+from ..model._keys import ADMIN, Owner
+from ..model._keys import PROVISION as PROVISION
+from ..model._keys import READ as READ
 from ._access_log import note_caller
 from ._errors import ApiError
 
-PROVISION = "provision"
-READ = "read"
 ALL_SCOPES = frozenset({READ, PROVISION})
+"""What a server key given without scopes may do."""
+KNOWN_SCOPES = ALL_SCOPES | {ADMIN}
 
 
 @dataclass(frozen=True)
@@ -36,16 +38,14 @@ class Principal:
 
 
 class Keys:
-    """The bearer keys this server accepts: its own keys (one account each), and the `mlk_`
-    keys made for those accounts while their lease is open (see `model._keys`)."""
+    """The bearer keys this server accepts: its own keys (one account each), the keys of the
+    accounts added while it runs, and the `mlk_` keys made for those accounts while their
+    lease is open (see `model._keys`)."""
 
-    def __init__(
-        self, keys: Mapping[str, frozenset[str]], find: Callable[[str], KeyRecord | None]
-    ) -> None:
-        """`find`: what a key made for a lease reaches (the domain's `find_key`)."""
+    def __init__(self, keys: Mapping[str, frozenset[str]], server: SwarmServer) -> None:
         self._keys = dict(keys)
         self._scopes = {account_of(key): scopes for key, scopes in keys.items()}
-        self._find = find
+        self._server = server
 
     @property
     def accounts(self) -> frozenset[str]:
@@ -53,14 +53,17 @@ class Keys:
         return frozenset(self._scopes)
 
     def lookup(self, key: str) -> Principal | None:
-        """Who a key stands for: a server key's account, or what a key made for an account
-        that still has a server key reaches (None if unknown)."""
+        """Who a key stands for: a server key's account, an added account, or what a key made
+        for an account that still has a key reaches (None if unknown)."""
         if key in self._keys:
             return Principal(Owner(account_of(key)), self._keys[key], key)
-        made = self._find(key)
-        if made is None or (scopes := self._scopes.get(made.account)) is None:
+        if (added := self._server.find_account(key)) is not None:
+            return Principal(Owner(added.id), added.scopes, key)
+        made = self._server.find_key(key)
+        if made is None:
             return None
-        return Principal(Owner(made.account, made.lineage), scopes, key)
+        scopes = self._scopes.get(made.account) or self._server.account_scopes(made.account)
+        return None if scopes is None else Principal(Owner(made.account, made.lineage), scopes, key)
 
     def identify(self, request: Request, key: str) -> Principal | None:
         """`lookup`, noting who made the request for its log line."""
@@ -108,3 +111,11 @@ Reader = Annotated[Principal, Depends(_reader)]
 """A caller whose key has the `read` scope."""
 Provisioner = Annotated[Principal, Depends(_provisioner)]
 """A caller whose key has the `provision` scope."""
+
+
+async def _admin(request: Request) -> Principal:
+    return keys_of(request).principal(request, ADMIN)
+
+
+Admin = Annotated[Principal, Depends(_admin)]
+"""A caller whose key has the `admin` scope (manages accounts)."""

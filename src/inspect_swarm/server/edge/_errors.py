@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..model._types import (
+    AccountExists,
     BootFailed,
     EngineStopped,
     HostExhausted,
@@ -39,6 +40,7 @@ _STATUS: dict[type[SwarmError], int] = {
     IdempotencyConflict: 409,
     ServerBusy: 409,
     SwarmSandbox: 409,
+    AccountExists: 409,
     LeaseEnded: 409,
     MemoryFull: 429,
     QuotaExceeded: 429,

@@ -16,9 +16,12 @@ from typing import Annotated, Any, Literal, TypeVar, cast
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, create_model
 
 from ..._swarms_api import (
+    ACCOUNT_SCOPES,
     DEFAULT_SIZE,
     INPUT_FIELDS,
     MEMORY_GB,
+    QUOTA_HELP,
+    QUOTA_WIRE,
     SANDBOX_FIELDS,
     START_FIELDS,
     VCPUS,
@@ -109,21 +112,71 @@ SandboxBody = _model(
     SANDBOX_FIELDS,
 )
 
+QuotasBody = create_model(
+    "QuotasBody",
+    __base__=_Strict,
+    __doc__="An account's own quotas, each in place of the server's default (null: the "
+    "default again).",
+    **{
+        wire: (int | None, Field(default=None, ge=1, alias=wire, description=QUOTA_HELP[name]))
+        for name, wire in QUOTA_WIRE.items()
+    },
+)  # type: ignore[call-overload]
+
+
+class AccountBody(_Strict):
+    """The body of `POST /admin/accounts`: a new account's name, its key's scopes (default:
+    read and provision) and its own quotas (default: the server's)."""
+
+    name: str
+    scopes: list[cast(Any, Literal)[ACCOUNT_SCOPES]] | None = None  # type: ignore[valid-type]
+    quotas: QuotasBody | None = None  # type: ignore[valid-type]
+
+
 # loc entries that name fields (pydantic adds union member tags such as "constrained-str")
-_WIRE_NAMES = {
-    field.wire
-    for fields in (START_FIELDS, SANDBOX_FIELDS, INPUT_FIELDS)
-    for field in fields.values()
-} | {"vcpus", "memoryGb"}
+_WIRE_NAMES = (
+    {
+        field.wire
+        for fields in (START_FIELDS, SANDBOX_FIELDS, INPUT_FIELDS)
+        for field in fields.values()
+    }
+    | {"vcpus", "memoryGb", "name", "scopes", "quotas"}
+    | set(QUOTA_WIRE.values())
+)
+
+
+def account_request(raw: Any) -> tuple[str, list[str] | None, dict[str, int]]:
+    """A new account's name, scopes (None: the default) and own quotas (by `Quotas` name),
+    raising InvalidRequest that names the first bad field."""
+    body = _validated(AccountBody, raw)
+    quotas: dict[str, int | None] = {} if body.quotas is None else _quota_values(body.quotas)
+    return body.name, body.scopes, {k: v for k, v in quotas.items() if v is not None}
+
+
+def quotas_request(raw: Any) -> dict[str, int | None]:
+    """The quotas a `PATCH` body sets, by `Quotas` name (None: the server's default again),
+    raising InvalidRequest that names the first bad field."""
+    return _quota_values(_validated(QuotasBody, raw))
+
+
+def _quota_values(body: BaseModel) -> dict[str, int | None]:
+    """The quotas a body gave (those it left out are not there), by `Quotas` name."""
+    given = dict(body)
+    return {name: given[wire] for name, wire in QUOTA_WIRE.items() if wire in body.model_fields_set}
 
 
 def _validate(model: type[_Model], raw: Any) -> dict[str, Any]:
     """Validate a body, raising InvalidRequest that names the first bad field; its values by
     Python name."""
+    return dict(_validated(model, raw))
+
+
+def _validated(model: type[_Model], raw: Any) -> _Model:
+    """A body as its model, or InvalidRequest naming the first bad field."""
     if not isinstance(raw, dict):
         raise InvalidRequest("body", f"expected a JSON object, got {type(raw).__name__}")
     try:
-        return dict(model.model_validate(raw))
+        return model.model_validate(raw)
     except ValidationError as ex:
         error = ex.errors()[0]
         loc = list(error["loc"])

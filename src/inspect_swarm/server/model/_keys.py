@@ -18,6 +18,12 @@ import secrets
 from dataclasses import dataclass
 
 KEY_PREFIX = "mlk_"
+ACCOUNT_KEY_PREFIX = "isk_"
+"""The prefix of a server's own keys: the one it makes, and those of accounts it adds."""
+READ = "read"
+PROVISION = "provision"
+ADMIN = "admin"
+"""The scope that manages accounts: only a key the server is given (or makes) may hold it."""
 ROOT = "/"
 """The lineage of what an account made itself, and of its own keys."""
 
@@ -55,9 +61,9 @@ def child_lineage(lineage: str, sandbox_id: str) -> str:
     return f"{lineage}{sandbox_id}/"
 
 
-def new_key() -> str:
-    """A new random `mlk_` key."""
-    return KEY_PREFIX + secrets.token_urlsafe(24)
+def new_key(prefix: str = KEY_PREFIX) -> str:
+    """A new random key (`mlk_`, unless another prefix is given)."""
+    return prefix + secrets.token_urlsafe(24)
 
 
 def key_hash(key: str) -> str:

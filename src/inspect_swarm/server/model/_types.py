@@ -18,7 +18,14 @@ from typing import ClassVar, Literal
 
 from ..._swarms_api import DEFAULT_SIZE, DEFAULT_TIMEOUT, MAX_TIMEOUT
 from ..._swarms_api import DEFAULT_TEMPLATE as DEFAULT_TEMPLATE
-from .._defaults import DISK_GIB, MAX_QUEUED, RUNS_PER_MINUTE, SERVER_DEFAULTS
+from .._defaults import (
+    DISK_GIB,
+    MAX_MEMORY_GB,
+    MAX_QUEUED,
+    MAX_RUNNING,
+    RUNS_PER_MINUTE,
+    SERVER_DEFAULTS,
+)
 from ._rules import refusing, shown
 
 GIB = 1024**3
@@ -314,6 +321,35 @@ class Quotas:
     """Sandboxes waiting to start, in all its runs."""
     runs_per_minute: int = RUNS_PER_MINUTE
     """Runs started in any 60 seconds."""
+    max_running: int = MAX_RUNNING
+    """Sandboxes running at once: its live long-lived ones, and as many of each unfinished
+    run's as its concurrency lets run."""
+    max_memory_gb: int = MAX_MEMORY_GB
+    """GB those sandboxes book."""
+
+
+@dataclass(frozen=True)
+class Account:
+    """An account added while the server runs (the store keeps only its key's hash)."""
+
+    id: str
+    """Whose records its runs and sandboxes are (`acct_`...), kept when its key is rotated."""
+    name: str
+    scopes: frozenset[str]
+    quotas: Mapping[str, int]
+    """Its own quotas by `Quotas` field name, each in place of the server's default."""
+    created_at: float
+    rotated_at: float | None = None
+    """When its key was last replaced."""
+
+
+@dataclass(frozen=True)
+class AccountState:
+    """An account added while the server runs, with the quotas it has (its own or the
+    server's)."""
+
+    account: Account
+    quotas: Quotas
 
 
 @dataclass(frozen=True)
@@ -488,6 +524,12 @@ class SandboxKeyRefused(SwarmError):
     """A sandbox's key asked for what only its account's may do."""
 
     code = "sandbox_key"
+
+
+class AccountExists(SwarmError):
+    """An account of that name is on the server already."""
+
+    code = "account_exists"
 
 
 class SwarmSandbox(SwarmError):

@@ -1,5 +1,6 @@
 """Durable state in SQLite: runs, sandboxes, results, idempotency keys, leases, the records
-of long-lived sandboxes (those made outside runs), and the hashes of the keys given out.
+of long-lived sandboxes (those made outside runs), the accounts added while a server runs,
+and the hashes of the keys given out.
 
 Every change is committed at once (WAL, synchronous=NORMAL), so a server killed at any point
 restarts with everything that had finished. The server's event loop is the only writer.
@@ -25,6 +26,7 @@ from ..._swarms_api import START_FIELDS
 from ..model._keys import ROOT, Owner, key_hash
 from ..model._types import (
     STATUSES,
+    Account,
     KeyRecord,
     Lease,
     LongLivedRecord,
@@ -36,10 +38,10 @@ from ..model._types import (
 )
 from ._wire import spec_object
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """1: keys stored hashed in `keys` (version 0 kept lease keys in `leases.api_key`), and
 the lineage of every run and long-lived sandbox. 2: the `node` each sandbox ran on (the Ray
-engine's; null on this machine's)."""
+engine's; null on this machine's). 3: `accounts`, those added while the server runs."""
 
 _LEASE_COLUMNS = """id TEXT PRIMARY KEY, account TEXT NOT NULL,
     started_at REAL NOT NULL, released_at REAL, release_reason TEXT"""
@@ -71,6 +73,10 @@ CREATE TABLE IF NOT EXISTS long_lived (
     template TEXT NOT NULL, vcpus INTEGER NOT NULL, memory_gb INTEGER NOT NULL,
     metadata TEXT NOT NULL, started_at REAL NOT NULL, end_at REAL NOT NULL,
     ended_at REAL, end_reason TEXT, lineage TEXT NOT NULL DEFAULT '/', node TEXT
+);
+CREATE TABLE IF NOT EXISTS accounts (
+    id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, key_hash TEXT NOT NULL UNIQUE,
+    scopes TEXT NOT NULL, quotas TEXT NOT NULL, created_at REAL NOT NULL, rotated_at REAL
 );
 CREATE INDEX IF NOT EXISTS sandboxes_status ON sandboxes (status);
 CREATE INDEX IF NOT EXISTS runs_account ON runs (account, seq);
@@ -198,6 +204,27 @@ class Store:
             (account,),
         ).fetchone()
         return int(row[0])
+
+    def at_once(self, account: str) -> tuple[int, int]:
+        """How many of the account's sandboxes may run at once, and the GB they book: its
+        live long-lived sandboxes, and of each unfinished run as many as its concurrency
+        lets run of those not yet ended."""
+        running, booked = self._db.execute(
+            "SELECT COUNT(*), COALESCE(SUM(memory_gb), 0) FROM long_lived"
+            " WHERE account = ? AND ended_at IS NULL",
+            (account,),
+        ).fetchone()
+        rows = self._db.execute(
+            "SELECT runs.spec, runs.concurrency, COUNT(*) FROM runs JOIN sandboxes"
+            " ON sandboxes.run_id = runs.id AND sandboxes.status IN ('queued', 'booting',"
+            " 'running') WHERE runs.account = ? AND runs.status != 'completed' GROUP BY runs.id",
+            (account,),
+        ).fetchall()
+        for spec, concurrency, live in rows:
+            at_once = min(concurrency, live)
+            running += at_once
+            booked += at_once * _spec(spec).size.memory_gb
+        return int(running), int(booked)
 
     # sandboxes
 
@@ -375,6 +402,61 @@ class Store:
             (time.time(), reason, lease_id),
         )
 
+    # accounts added while the server runs (only their keys' hashes)
+
+    def insert_account(self, account: Account, key: str) -> None:
+        """Record a new account with its key."""
+        self._write(
+            "INSERT INTO accounts VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                account.id,
+                account.name,
+                key_hash(key),
+                ",".join(sorted(account.scopes)),
+                json.dumps(dict(account.quotas)),
+                account.created_at,
+                account.rotated_at,
+            ),
+        )
+
+    def accounts(self) -> list[Account]:
+        """Every account added, oldest first."""
+        rows = self._db.execute("SELECT * FROM accounts ORDER BY created_at").fetchall()
+        return [_account(row) for row in rows]
+
+    def account(self, name: str) -> Account | None:
+        """The account of that name."""
+        return self._account_where("name", name)
+
+    def account_of_key(self, key: str) -> Account | None:
+        """The account whose key this is."""
+        return self._account_where("key_hash", key_hash(key))
+
+    def account_by_id(self, account_id: str) -> Account | None:
+        """The account of that id."""
+        return self._account_where("id", account_id)
+
+    def _account_where(self, column: str, value: str) -> Account | None:
+        row = self._db.execute(f"SELECT * FROM accounts WHERE {column} = ?", (value,)).fetchone()
+        return None if row is None else _account(row)
+
+    def set_account_key(self, name: str, key: str) -> None:
+        """Give an account a new key: the one before stops working."""
+        self._write(
+            "UPDATE accounts SET key_hash = ?, rotated_at = ? WHERE name = ?",
+            (key_hash(key), time.time(), name),
+        )
+
+    def set_account_quotas(self, name: str, quotas: Mapping[str, int]) -> None:
+        """Give an account its own quotas (those it had are replaced)."""
+        self._write(
+            "UPDATE accounts SET quotas = ? WHERE name = ?", (json.dumps(dict(quotas)), name)
+        )
+
+    def delete_account(self, name: str) -> None:
+        """Forget an account (its runs' records stay, as every account's do)."""
+        self._write("DELETE FROM accounts WHERE name = ?", (name,))
+
     # keys (only their hashes)
 
     def insert_key(
@@ -399,6 +481,10 @@ class Store:
     def revoke_lease_keys(self, lease_id: str) -> None:
         """Forget every key of a lease."""
         self._write("DELETE FROM keys WHERE lease_id = ?", (lease_id,))
+
+    def revoke_lease_key(self, lease_id: str) -> None:
+        """Forget a lease's own key (its sandboxes' keep working)."""
+        self._write("DELETE FROM keys WHERE lease_id = ? AND sandbox_id IS NULL", (lease_id,))
 
     def revoke_sandbox_keys(self, sandbox_id: str | None = None) -> None:
         """Forget a sandbox's key (every sandbox's when None: none outlives a restart)."""
@@ -520,6 +606,17 @@ def _run(row: sqlite3.Row) -> RunRecord:
         waiting_reason=row["waiting_reason"],
         error=row["error"],
         ended_at=row["ended_at"],
+    )
+
+
+def _account(row: sqlite3.Row) -> Account:
+    return Account(
+        row["id"],
+        row["name"],
+        frozenset(row["scopes"].split(",")),
+        json.loads(row["quotas"]),
+        row["created_at"],
+        row["rotated_at"],
     )
 
 

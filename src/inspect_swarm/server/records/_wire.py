@@ -16,10 +16,11 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from ..._swarms_api import START_FIELDS
+from ..._swarms_api import QUOTA_WIRE, START_FIELDS
 from ..model._types import (
     ENDED,
     Access,
+    AccountState,
     Health,
     LeaseState,
     LongLivedRecord,
@@ -138,6 +139,23 @@ def long_lived_object(
 def run_sandbox_object(sandbox: SandboxRecord) -> dict[str, Any]:
     """A run's sandbox as `GET /v1/sandboxes/{id}` shows it."""
     return {**sandbox_object(sandbox), "swarmId": sandbox.run_id}
+
+
+def account_object(state: AccountState, key: str | None = None) -> dict[str, Any]:
+    """An account added while the server runs, with its quotas (and, once, its new `key`)."""
+    account, quotas = state.account, state.quotas
+    obj: dict[str, Any] = {
+        "id": account.id,
+        "name": account.name,
+        "scopes": sorted(account.scopes),
+        "quotas": {wire: getattr(quotas, name) for name, wire in QUOTA_WIRE.items()},
+        "ownQuotas": sorted(QUOTA_WIRE[name] for name in account.quotas),
+        "createdAt": iso(account.created_at),
+        "rotatedAt": iso(account.rotated_at),
+    }
+    if key is not None:
+        obj["apiKey"] = key
+    return obj
 
 
 def lease_object(state: LeaseState) -> dict[str, Any]:
