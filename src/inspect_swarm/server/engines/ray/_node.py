@@ -397,6 +397,10 @@ class HeldSandbox:
         """What the sandbox uses now."""
         return await anyio.to_thread.run_sync(self._sandbox.usage)
 
+    async def freeze(self, frozen: bool) -> None:
+        """Freeze (or thaw) the sandbox's processes."""
+        await self._sandbox.freeze(frozen)
+
     async def watch(self, user: User, path: str, recursive: bool) -> int:
         """Watch a directory of the sandbox: the watch's key here."""
         watch = await self._sandbox.watch(user, path, recursive)
