@@ -442,6 +442,11 @@ class HeldSandbox:
 
     async def ended(self) -> None:
         """Return once the sandbox's PID 1 has ended (or the sandbox is being closed)."""
+        if self._waits:
+            # the server gave up an earlier call (a timeout that paused the sandbox), which
+            # waits on still: PID 1 is waited for by one task at a time
+            await self._waits[-1][1].wait()
+            return
         wait = (anyio.CancelScope(), anyio.Event())
         self._waits.append(wait)
         try:
