@@ -183,3 +183,29 @@ def test_metadata_headers_no_file_system_takes_are_refused_before_writing(
     assert answer.status_code == 200, answer.text
     listed = victim.commands.run("python3 -c \"import os; print(os.listxattr('/tmp/meta'))\"")
     assert listed.stdout.strip() == "['user...%2fsecurity.capability']"
+
+
+def test_a_sandbox_is_paused_and_resumed_only_within_its_owners_reach(
+    server: Server, two: tuple[e2b.Sandbox, e2b.Sandbox]
+) -> None:
+    victim, attacker = two
+    # another account's key, and a sandbox's own key (its children alone), reach no other
+    sandbox_key = attacker.commands.run("printenv E2B_API_KEY").stdout.strip()
+    for key in (OTHER_KEY, sandbox_key):
+        for call in ("pause", "resume", "connect"):
+            answer = httpx.post(
+                f"{server.url}/sandboxes/{victim.sandbox_id}/{call}",
+                json={"timeout": 30},
+                headers={"X-API-KEY": key},
+            )
+            assert answer.status_code == 404, (call, answer.text)
+    assert e2b.Sandbox.get_info(victim.sandbox_id).state == e2b.SandboxState.RUNNING
+    # paused, its daemon takes no call even with its own token (its processes are frozen,
+    # and nothing runs in it until its owner resumes it)
+    victim.pause()
+    for path in ("/health", "/files?path=/etc/hostname"):
+        answer = httpx.get(f"{server.url}{path}", headers=daemon_headers(victim))
+        assert answer.status_code == 502, answer.text
+    with pytest.raises(e2b.SandboxException):
+        e2b.Sandbox.connect(victim.sandbox_id, api_key=OTHER_KEY)
+    assert e2b.Sandbox.get_info(victim.sandbox_id).state == e2b.SandboxState.PAUSED

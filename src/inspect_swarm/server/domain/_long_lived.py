@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import math
 import os
 import secrets
 import time
@@ -26,8 +27,10 @@ from ..model._types import (
     Lease,
     LeaseEnded,
     LongLivedRecord,
+    PauseUnavailable,
     SandboxMetric,
     SandboxSpec,
+    SandboxState,
     Size,
     new_sandbox_id,
 )
@@ -63,6 +66,12 @@ class LongLivedSandbox:
     end_reason: str | None = None
     """Why it was ended, when something ended it before its timeout."""
     ended: anyio.Event = field(default_factory=anyio.Event)
+    pause_on_timeout: bool = False
+    """Whether its timeout pauses it rather than ends it."""
+    paused_at: float | None = None
+    """When it was paused (its processes frozen), while it is."""
+    changing: anyio.Lock = field(default_factory=anyio.Lock)
+    """Held while it is paused or resumed."""
     metrics: deque[SandboxMetric] = field(default_factory=lambda: deque(maxlen=METRICS_KEPT))
     """What it used, sampled every METRICS_SECONDS while it lives, the latest kept."""
 
@@ -70,6 +79,11 @@ class LongLivedSandbox:
     def ending(self) -> bool:
         """Whether it is being ended (killed, timed out, its lease released) or has ended."""
         return self.scope.cancel_called or self.ended.is_set()
+
+    @property
+    def state(self) -> str:
+        """`paused` while its processes are frozen, else `running`."""
+        return "running" if self.paused_at is None else "paused"
 
     def record(self) -> LongLivedRecord:
         """Its record, while it is alive."""
@@ -146,6 +160,7 @@ class LongLivedSandboxes:
             started_at=now,
             end_at=now + lifetime,
             scope=anyio.CancelScope(deadline=anyio.current_time() + lifetime),
+            pause_on_timeout=spec.pause_on_timeout,
         )
         self._live[sandbox_id] = box
         self._store.insert_long_lived(box.record())
@@ -156,8 +171,11 @@ class LongLivedSandboxes:
     async def _lifetime(self, box: LongLivedSandbox) -> None:
         why: str | None = "server stopped"
         try:
-            with box.scope:
-                why = await box.sandbox.ended()
+            while True:
+                with box.scope:
+                    why = await box.sandbox.ended()
+                if not (await self._paused_on_timeout(box)):
+                    break
             # unless ended by us, its deadline passed or its PID 1 was killed (from outside),
             # or its engine says why (its node was lost)
             why = "timeout" if box.scope.cancelled_caught else why or "init ended"
@@ -174,6 +192,21 @@ class LongLivedSandboxes:
                 ended = {"ended_at": time.time(), "end_reason": box.end_reason or why}
                 self._store.update_long_lived(box.id, ended)
                 box.ended.set()
+
+    async def _paused_on_timeout(self, box: LongLivedSandbox) -> bool:
+        """Pause a sandbox whose timeout passed, if it asked for that; whether it lives on."""
+        if not (box.scope.cancelled_caught and box.end_reason is None and box.pause_on_timeout):
+            return False
+        timed_out, box.scope = box.scope, anyio.CancelScope()  # a kill from here ends it
+        try:
+            await self.pause(box)
+        except SandboxState:
+            pass  # paused by its owner as its timeout passed
+        except PauseUnavailable:
+            logger.warning("sandbox %s could not pause on its timeout: ended", box.id)
+            box.scope = timed_out
+            return False
+        return True
 
     def live(self, sandbox_id: str, owner: Owner | None = None) -> LongLivedSandbox | None:
         """A live sandbox (within `owner`'s reach, when given)."""
@@ -199,8 +232,34 @@ class LongLivedSandboxes:
         self._end(box, "killed")
         await box.ended.wait()
 
+    async def pause(self, box: LongLivedSandbox) -> None:
+        """Freeze every process of the sandbox, memory kept: it uses no CPU and its timeout
+        stops until `resume` (SandboxState if it is paused already, PauseUnavailable if its
+        cgroups have no freezer)."""
+        async with box.changing:
+            if box.paused_at is not None:
+                raise SandboxState(f"sandbox {box.id!r} is paused already")
+            await _freeze(box, True)
+            box.paused_at = time.time()
+            box.scope.deadline = math.inf
+
+    async def resume(self, box: LongLivedSandbox, lifetime: int) -> bool:
+        """Thaw a paused sandbox, to end `lifetime` seconds from now; False (and nothing done)
+        if it was running."""
+        async with box.changing:
+            if box.paused_at is None:
+                return False
+            await _freeze(box, False)
+            box.paused_at = None
+            self.set_timeout(box, lifetime)
+            return True
+
     def set_timeout(self, box: LongLivedSandbox, timeout: int) -> None:
-        """End the sandbox `timeout` seconds from now."""
+        """End the sandbox `timeout` seconds from now (SandboxState while it is paused)."""
+        if box.paused_at is not None:
+            raise SandboxState(
+                f"sandbox {box.id!r} is paused and has no timeout: connect to it to resume it"
+            )
         box.end_at = time.time() + timeout
         box.scope.deadline = anyio.current_time() + timeout
         self._store.update_long_lived(box.id, {"end_at": box.end_at})
@@ -251,6 +310,18 @@ async def _sample(box: LongLivedSandbox) -> None:
         box.metrics.append(metric)
         with anyio.move_on_after(METRICS_SECONDS):
             await box.ended.wait()
+
+
+async def _freeze(box: LongLivedSandbox, frozen: bool) -> None:
+    # half done, a freeze would leave the sandbox neither paused nor running
+    with anyio.CancelScope(shield=True):
+        try:
+            await box.sandbox.freeze(frozen)
+        except OSError as ex:
+            raise PauseUnavailable(
+                f"sandbox {box.id!r} cannot be {'paused' if frozen else 'resumed'}: "
+                f"{ex.strerror or ex} (pausing needs the cgroup freezer, cgroups v1 or v2)"
+            ) from None
 
 
 def _reaches(owner: Owner, box: LongLivedSandbox) -> bool:

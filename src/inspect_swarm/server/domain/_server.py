@@ -53,6 +53,7 @@ from ..model._types import (
     SandboxRecord,
     SandboxRequest,
     SandboxSpec,
+    SandboxState,
     ServerState,
     Settings,
     SwarmSandbox,
@@ -457,6 +458,24 @@ class SwarmServer:
         self._check_lifetime(timeout)
         self._sandboxes.set_timeout(box, timeout)
         return box
+
+    async def pause_sandbox(self, sandbox_id: str, owner: Owner) -> None:
+        """Pause a live long-lived sandbox within `owner`'s reach: its processes frozen,
+        memory kept, its timeout stopped (SandboxState if paused already)."""
+        await self._sandboxes.pause(self.live_sandbox(sandbox_id, owner))
+
+    async def resume_sandbox(
+        self, sandbox_id: str, owner: Owner, lifetime: int, running_ok: bool = False
+    ) -> tuple[LongLivedSandbox, bool]:
+        """Resume a paused sandbox within `owner`'s reach, to end `lifetime` seconds from now;
+        the sandbox and whether it was paused. A running one is SandboxState unless
+        `running_ok`, when it is left as it is."""
+        box = self.live_sandbox(sandbox_id, owner)
+        self._check_lifetime(lifetime)
+        resumed = await self._sandboxes.resume(box, lifetime)
+        if not resumed and not running_ok:
+            raise SandboxState(f"sandbox {sandbox_id!r} is running, not paused")
+        return box, resumed
 
     async def end_sandbox(self, sandbox_id: str, owner: Owner) -> None:
         """End a live long-lived sandbox within `owner`'s reach and wait until it is gone

@@ -29,6 +29,7 @@ _REASONS = {
     "for another body, or the sandbox is in no state for this.",
     429: "The server's memory is booked in full; retry after the time `Retry-After` gives.",
     500: "The server failed (a sandbox could not boot).",
+    501: "This server cannot do it (a pause where its cgroups have no freezer).",
     503: "The server is stopping or has too many connections.",
 }
 

@@ -110,6 +110,11 @@ class LiveSandbox(Protocol):
         """Watch a directory of the sandbox as `user` (OSError as a file call's)."""
         ...
 
+    async def freeze(self, frozen: bool) -> None:
+        """Freeze (or thaw) every process of the sandbox, memory kept; OSError where it
+        cannot be frozen."""
+        ...
+
     def user(self, name: str) -> User:
         """A user of the sandbox's /etc/passwd (SandboxError for none); blocks."""
         ...

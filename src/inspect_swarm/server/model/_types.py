@@ -161,6 +161,8 @@ class SandboxSpec:
     metadata: Mapping[str, str] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
     """Variables of every command in it."""
+    pause_on_timeout: bool = False
+    """Whether its timeout pauses it (E2B's `auto_pause`) rather than ends it."""
 
 
 @dataclass(frozen=True)
@@ -577,6 +579,19 @@ class HostExhausted(SwarmError):
             f"sandbox boot failed: this machine is short of {resource} ({cause}); "
             "try again once sandboxes have ended"
         )
+
+
+class SandboxState(SwarmError):
+    """A call the sandbox's state does not allow: a pause of a paused sandbox, a resume of a
+    running one, a timeout set on a paused one."""
+
+    code = "sandbox_state"
+
+
+class PauseUnavailable(SwarmError):
+    """A sandbox this server cannot freeze (its cgroups have no freezer)."""
+
+    code = "pause_unavailable"
 
 
 class LeaseEnded(SwarmError):

@@ -22,6 +22,7 @@ An idle live server's bases are empty too: only the lock tells a dead server's a
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import secrets
@@ -37,10 +38,14 @@ CgroupMode = Literal["v2", "v1", "none"]
 
 _ROOT = Path("/sys/fs/cgroup")
 _V1_CONTROLLERS = ("memory", "pids", "cpu")
+_V1_FREEZER = "freezer"
+"""Taken when writable: without it, sandboxes run but cannot be paused."""
 _CPU_PERIOD_US = 100_000
 _CLAIMS = Path("/run/inspect-swarm")
 _REMOVE_TRIES = 100
 _REMOVE_PAUSE = 0.02
+_FREEZE_PAUSE = 0.002
+_FREEZE_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -117,6 +122,9 @@ class Cgroups:
                 return cls("v2", {"": _v2_base(v2, name)})._claimed()
         bases = {c: _ROOT / c / own.get(c, "/").lstrip("/") / name for c in _V1_CONTROLLERS}
         if all(_writable(base.parent) for base in bases.values()):
+            freezer = _ROOT / _V1_FREEZER / own.get(_V1_FREEZER, "/").lstrip("/")
+            if _writable(freezer):
+                bases[_V1_FREEZER] = freezer / name
             for base in bases.values():
                 base.mkdir(exist_ok=True)
             return cls("v1", bases)._claimed()
@@ -413,13 +421,40 @@ class SandboxCgroup:
         return sorted(found)
 
     def kill_all(self) -> None:
-        """SIGKILL every process in the sandbox."""
+        """SIGKILL every process in the sandbox (a frozen one is thawed to die)."""
         if self.mode == "v2":
             with contextlib.suppress(OSError):
                 _write(self._dirs[""] / "cgroup.kill", "1")
         for pid in self.pids():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        # a kept cgroup must not freeze the next sandbox's processes
+        self.thaw()
+
+    def thaw(self) -> None:
+        """Thaw its processes, if frozen: a frozen process takes a SIGKILL only once thawed
+        (nothing where there is no freezer)."""
+        with contextlib.suppress(OSError):
+            self.freeze(False)
+
+    def freeze(self, frozen: bool) -> None:
+        """Freeze (or thaw) every process of the sandbox and wait until the kernel has:
+        frozen processes keep their memory and use no CPU. OSError where the cgroups have
+        no freezer."""
+        if self.mode == "v2":
+            control, value = self._dirs[""] / "cgroup.freeze", "1" if frozen else "0"
+            events, shown = self._dirs[""] / "cgroup.events", f"frozen {value}"
+        elif _V1_FREEZER in self._dirs:
+            control = events = self._dirs[_V1_FREEZER] / "freezer.state"
+            value = shown = "FROZEN" if frozen else "THAWED"
+        else:
+            raise OSError(errno.EOPNOTSUPP, "these cgroups have no freezer")
+        _write(control, value)
+        deadline = time.monotonic() + _FREEZE_SECONDS
+        while shown not in _read(events).splitlines():
+            if time.monotonic() > deadline:
+                raise OSError(errno.EBUSY, "the kernel did not finish freezing the sandbox")
+            time.sleep(_FREEZE_PAUSE)
 
     def remove(self) -> bool:
         """Remove the (empty) cgroups; False while processes remain."""

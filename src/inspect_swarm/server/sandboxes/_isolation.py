@@ -246,6 +246,11 @@ class Sandbox:
         """What the sandbox uses now (blocks: it reads the cgroups)."""
         return self.cgroup.usage()
 
+    async def freeze(self, frozen: bool) -> None:
+        """Freeze (or thaw) every process of the sandbox, memory kept (OSError where its
+        cgroups have no freezer)."""
+        await anyio.to_thread.run_sync(self.cgroup.freeze, frozen)
+
     def oom_killed(self) -> bool:
         """Whether the kernel killed a process of the sandbox for memory."""
         return self.cgroup.oom_kills() > 0
@@ -482,6 +487,7 @@ class NamespaceSandbox(Sandbox):
         with anyio.CancelScope(shield=True):
             if self.init_fd >= 0:
                 self.kill_processes()
+                await anyio.to_thread.run_sync(self.cgroup.thaw)  # a paused sandbox's
                 await anyio.wait_readable(self.init_fd)
             if self.control is not None:
                 _close_socket(self.control)

@@ -30,6 +30,7 @@ class E2BCreateBody(BaseModel):
     timeout: int | None = Field(default=None, description="Its lifetime, in seconds.")
     metadata: dict[str, str] = {}
     envVars: dict[str, str] = {}
+    autoPause: bool = Field(default=False, description="Whether its timeout pauses it.")
 
 
 class E2BTimeoutBody(BaseModel):
@@ -38,6 +39,23 @@ class E2BTimeoutBody(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     timeout: int = Field(description="Its lifetime from now, in seconds.")
+
+
+class E2BPauseBody(BaseModel):
+    """The body of a pause: this server keeps memory, so `memory` may not be false."""
+
+    model_config = ConfigDict(extra="allow")
+
+    memory: bool = Field(default=True, description="Whether memory is kept (always here).")
+
+
+class E2BResumeBody(BaseModel):
+    """The body of a resume, or of a connect (which resumes a paused sandbox)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    timeout: int | None = Field(default=None, description="Its lifetime from now, in seconds.")
+    memory: bool = Field(default=True, description="Whether memory is restored (always here).")
 
 
 class E2BCreated(BaseModel):

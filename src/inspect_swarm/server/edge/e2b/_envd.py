@@ -91,6 +91,9 @@ class Envd:
             raise E2BError(502, f"The sandbox was not found: {sandbox_id}") from None
         if not hmac.compare_digest(headers.get("x-access-token", "").encode(), box.token.encode()):
             raise E2BError(401, f"wrong or missing X-Access-Token for sandbox {sandbox_id}")
+        if box.paused_at is not None:
+            # its processes are frozen: a call would wait on them until it is resumed
+            raise E2BError(502, f"sandbox {sandbox_id} is paused: connect to it to resume it")
         return box
 
     def signed(self, params: Mapping[str, str], operation: str) -> LongLivedSandbox:

@@ -36,6 +36,8 @@ from ._answers import (
     E2BErrorBody,
     E2BListed,
     E2BMetric,
+    E2BPauseBody,
+    E2BResumeBody,
     E2BTimeoutBody,
 )
 from ._envd import Envd, bad_request, connect_code
@@ -212,6 +214,38 @@ def _timeout(body: dict[str, Any]) -> int | None:
     return value
 
 
+def _pause_on_timeout(body: dict[str, Any]) -> bool:
+    """Whether a create asks its timeout to pause the sandbox (`autoPause`, the SDK's
+    `lifecycle={"on_timeout": "pause"}`), refusing what this server does not offer."""
+    pause = body.get("autoPause", False)
+    if not isinstance(pause, bool):
+        raise E2BError(400, f"autoPause must be true or false, got {shown(pause)}")
+    if pause and body.get("autoPauseMemory", True) is not True:
+        raise E2BError(
+            400,
+            f"autoPauseMemory: {shown(body['autoPauseMemory'])}, but this server pauses "
+            'sandboxes with their memory kept only; leave out the on_timeout "mode"',
+        )
+    resume = body.get("autoResume") or {}
+    if not isinstance(resume, dict) or resume.get("enabled", False) is not False:
+        raise E2BError(
+            400,
+            f"autoResume: {shown(resume)}, but this server resumes a paused sandbox only "
+            "when asked; leave out auto_resume and connect to the sandbox to resume it",
+        )
+    return pause
+
+
+def _check_memory_kept(body: dict[str, Any], option: str) -> None:
+    """Refuse a pause or resume without memory (the SDK's `memory: false`)."""
+    if body.get("memory", True) is not True:
+        raise E2BError(
+            400,
+            f"memory: {shown(body['memory'])}, but this server pauses and resumes sandboxes "
+            f"with their memory kept only; leave out {option}",
+        )
+
+
 def _metadata_filter(text: str | None) -> dict[str, str]:
     # the SDK quotes each key and value, then url-encodes the pairs into one parameter
     return {unquote(k): unquote(v) for k, v in parse_qsl(text or "", keep_blank_values=True)}
@@ -221,7 +255,7 @@ _LIST_PARAMETERS = [
     {"name": "metadata", "in": "query", "schema": {"type": "string"},
      "description": "Only sandboxes with these labels: url-encoded key=value pairs."},
     {"name": "state", "in": "query", "schema": {"type": "array", "items": {"type": "string"}},
-     "description": "Only sandboxes in these states (every live one here is running)."},
+     "description": "Only sandboxes in these states: running, paused (default: both)."},
     {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1},
      "description": "The most sandboxes in one page (default: all)."},
     {"name": "nextToken", "in": "query", "schema": {"type": "string"},
@@ -267,7 +301,8 @@ def _control_plane(server: SwarmServer) -> APIRouter:
             check_env("envVars", env)
             check_command_line("envVars", [], env)
         lifetime = DEFAULT_TIMEOUT if timeout is None else timeout
-        spec = SandboxSpec(template, E2B_SIZE, lifetime, metadata, env)
+        pause = _pause_on_timeout(body)
+        spec = SandboxSpec(template, E2B_SIZE, lifetime, metadata, env, pause)
         return JSONResponse(created(await server.start_sandbox(owner, spec)), status_code=201)
 
     @route(
@@ -290,9 +325,11 @@ def _control_plane(server: SwarmServer) -> APIRouter:
         if order not in ("asc", "desc"):
             raise E2BError(400, f"order must be asc or desc, got {shown(order)}")
         template, after = params.get("template"), _time(params, "startedAfter")
-        # every live sandbox here runs (none is paused)
-        running = not states or "running" in states
-        boxes = server.sandboxes(owner, wanted, template, after) if running else []
+        boxes = [
+            box
+            for box in server.sandboxes(owner, wanted, template, after)
+            if not states or box.state in states
+        ]
         found = [listed(box) for box in (reversed(boxes) if order == "desc" else boxes)]
         # the token is the next page's offset; without a limit, the page is every sandbox
         start = _whole(params, "nextToken", 0) or 0
@@ -359,18 +396,53 @@ def _control_plane(server: SwarmServer) -> APIRouter:
         "POST",
         "/sandboxes/{sandbox_id}/connect",
         "/v2/sandboxes/{sandbox_id}/connect",
-        ok={200: E2BCreated},
-        errors=(400, 401, 403, 404),
+        ok={200: E2BCreated, 201: E2BCreated},
+        errors=(400, 401, 403, 404, 409),
         error=error,
-        summary="Connect to a sandbox",
-        body=E2BTimeoutBody,
+        summary="Connect to a sandbox (resuming it if paused)",
+        body=E2BResumeBody,
         body_required=False,
     )
-    async def connect(sandbox_id: str, request: Request, owner: Provisioner) -> dict[str, Any]:
-        timeout = _timeout(await _body(request))
-        if timeout is None:
-            return created(server.live_sandbox(sandbox_id, owner))
-        return created(server.set_sandbox_timeout(sandbox_id, owner, timeout))
+    async def connect(sandbox_id: str, request: Request, owner: Provisioner) -> JSONResponse:
+        body = await _body(request)
+        timeout = _timeout(body)
+        _check_memory_kept(body, "on_resume reboot")
+        box, resumed = await server.resume_sandbox(
+            sandbox_id, owner, timeout or DEFAULT_TIMEOUT, running_ok=True
+        )
+        if not resumed and timeout is not None:
+            server.set_sandbox_timeout(sandbox_id, owner, timeout)
+        return JSONResponse(created(box), status_code=201 if resumed else 200)
+
+    @route(
+        "POST",
+        "/sandboxes/{sandbox_id}/pause",
+        ok={204: None},
+        errors=(400, 401, 403, 404, 409, 501),
+        error=error,
+        summary="Pause a sandbox: its processes frozen, memory kept",
+        body=E2BPauseBody,
+        body_required=False,
+    )
+    async def pause(sandbox_id: str, request: Request, owner: Provisioner) -> Response:
+        _check_memory_kept(await _body(request), "mode filesystem")
+        await server.pause_sandbox(sandbox_id, owner)
+        return Response(status_code=204)
+
+    @route(
+        "POST",
+        "/sandboxes/{sandbox_id}/resume",
+        ok={201: E2BCreated},
+        errors=(400, 401, 403, 404, 409),
+        error=error,
+        summary="Resume a paused sandbox",
+        body=E2BResumeBody,
+        body_required=False,
+    )
+    async def resume(sandbox_id: str, request: Request, owner: Provisioner) -> JSONResponse:
+        timeout = _timeout(await _body(request)) or DEFAULT_TIMEOUT
+        box, _ = await server.resume_sandbox(sandbox_id, owner, timeout)
+        return JSONResponse(created(box), status_code=201)
 
     return router
 

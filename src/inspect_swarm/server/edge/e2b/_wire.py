@@ -54,7 +54,7 @@ def listed(box: LongLivedSandbox) -> dict[str, Any]:
         "cpuCount": box.size.vcpus,
         "memoryMB": box.size.memory_gb * 1024,
         "diskSizeMB": box.disk_mb,
-        "state": "running",
+        "state": box.state,
         "envdVersion": ENVD_VERSION,
         "metadata": box.metadata,
     }

@@ -397,6 +397,10 @@ class HeldSandbox:
         """What the sandbox uses now."""
         return await anyio.to_thread.run_sync(self._sandbox.usage)
 
+    async def freeze(self, frozen: bool) -> None:
+        """Freeze (or thaw) the sandbox's processes."""
+        await self._sandbox.freeze(frozen)
+
     async def watch(self, user: User, path: str, recursive: bool) -> int:
         """Watch a directory of the sandbox: the watch's key here."""
         watch = await self._sandbox.watch(user, path, recursive)
@@ -438,6 +442,11 @@ class HeldSandbox:
 
     async def ended(self) -> None:
         """Return once the sandbox's PID 1 has ended (or the sandbox is being closed)."""
+        if self._waits:
+            # the server gave up an earlier call (a timeout that paused the sandbox), which
+            # waits on still: PID 1 is waited for by one task at a time
+            await self._waits[-1][1].wait()
+            return
         wait = (anyio.CancelScope(), anyio.Event())
         self._waits.append(wait)
         try:

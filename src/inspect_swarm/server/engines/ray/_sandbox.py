@@ -176,6 +176,13 @@ class RaySandbox:
         """What the sandbox uses now, on its node (blocks)."""
         return self._blocking(HeldSandbox.usage)  # type: ignore[no-any-return]
 
+    async def freeze(self, frozen: bool) -> None:
+        """Freeze (or thaw) the sandbox's processes, on its node."""
+        try:
+            await self.call(HeldSandbox.freeze, frozen)
+        except ray.exceptions.RayError:
+            raise ProcessLookupError(errno.ESRCH, self._gone()) from None
+
     async def watch(self, user: User, path: str, recursive: bool) -> RayWatch:
         """Watch a directory of the sandbox, on its node."""
         try:
