@@ -154,6 +154,8 @@ class SandboxSpec:
     metadata: Mapping[str, str] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
     """Variables of every command in it."""
+    public_traffic: bool = True
+    """Whether its forwarded ports take requests without its traffic token."""
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,11 @@ class E2BCreateBody(BaseModel):
     timeout: int | None = Field(default=None, description="Its lifetime, in seconds.")
     metadata: dict[str, str] = {}
     envVars: dict[str, str] = {}
+    network: dict[str, Any] = Field(
+        default={},
+        description="`allowPublicTraffic`: false to open its ports only to requests with its "
+        "`trafficAccessToken` (in `e2b-traffic-access-token`).",
+    )
 
 
 class E2BTimeoutBody(BaseModel):
@@ -50,6 +55,7 @@ class E2BCreated(BaseModel):
     clientID: str
     envdVersion: str
     envdAccessToken: str
+    trafficAccessToken: str | None
     domain: None
 
 
