@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import hmac
 import re
+import select
+from collections import OrderedDict
 
 import anyio
 import anyio.to_thread
 import h11
-from anyio.abc import SocketStream
+from anyio.abc import SocketAttribute, SocketStream
 from fastapi.responses import JSONResponse
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -54,6 +56,7 @@ class PortRouter:
     def __init__(self, app: ASGIApp, server: SwarmServer) -> None:
         self._app = app
         self._server = server
+        self._idle = _Idle()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -71,12 +74,20 @@ class PortRouter:
         except E2BError as ex:
             await JSONResponse(ex.body(), status_code=ex.status)(scope, receive, send)
             return
-        async with stream:
-            try:
-                await _relay(stream, scope, receive, send)
-            except _Broken as ex:
-                error = E2BError(502, f"port {port} of sandbox {sandbox_id}: {ex}")
-                await JSONResponse(error.body(), status_code=error.status)(scope, receive, send)
+        try:
+            reusable = await _relay(stream, scope, receive, send)
+        except _Broken as ex:
+            await stream.aclose()
+            error = E2BError(502, f"port {port} of sandbox {sandbox_id}: {ex}")
+            await JSONResponse(error.body(), status_code=error.status)(scope, receive, send)
+            return
+        except BaseException:
+            await stream.aclose()
+            raise
+        if reusable:
+            self._idle.put((sandbox_id, port), stream)
+        else:
+            await stream.aclose()
 
     async def _open(self, headers: Headers, port: int, sandbox_id: str) -> SocketStream:
         box = self._sandbox(sandbox_id)
@@ -91,6 +102,8 @@ class PortRouter:
             )
         if not 1 <= port <= 65535:
             raise E2BError(400, f"port: {port} is not a TCP port; name one of 1 to 65535")
+        if (idle := self._idle.take((sandbox_id, port))) is not None:
+            return idle
         try:
             sock = await anyio.to_thread.run_sync(box.sandbox.dial, port)
         except ConnectionRefusedError:
@@ -113,16 +126,53 @@ class PortRouter:
             raise E2BError(502, f"The sandbox was not found: {sandbox_id}") from None
 
 
+class _Idle:
+    """Connections to sandboxes' ports whose last exchange ended cleanly, kept for the next
+    request to the same port (a new connection per request would cost a thread hop and a
+    handshake each). At most MAX_IDLE in all: the oldest goes first."""
+
+    MAX_IDLE = 64
+
+    def __init__(self) -> None:
+        self._kept: OrderedDict[tuple[tuple[str, int], int], SocketStream] = OrderedDict()
+
+    def put(self, key: tuple[str, int], stream: SocketStream) -> None:
+        self._kept[key, id(stream)] = stream
+        while len(self._kept) > self.MAX_IDLE:
+            _, oldest = self._kept.popitem(last=False)
+            _close_now(oldest)
+
+    def take(self, key: tuple[str, int]) -> SocketStream | None:
+        """An idle connection to `key` that its other end has not closed, if there is one."""
+        for kept in [k for k in reversed(self._kept) if k[0] == key]:
+            stream = self._kept.pop(kept)
+            if _open_still(stream):
+                return stream
+            _close_now(stream)
+        return None
+
+
+def _open_still(stream: SocketStream) -> bool:
+    """Whether the other end has neither closed the connection nor sent anything unasked
+    (either makes it readable)."""
+    readable, _, _ = select.select([stream.extra(SocketAttribute.raw_socket).fileno()], [], [], 0)
+    return not readable
+
+
+def _close_now(stream: SocketStream) -> None:
+    stream.extra(SocketAttribute.raw_socket).close()
+
+
 class _Broken(Exception):
     """The sandbox's server closed the connection or broke HTTP before its answer began."""
 
 
-async def _relay(stream: SocketStream, scope: Scope, receive: Receive, send: Send) -> None:
-    """Pass the request on over `stream` (one request, then the connection closes) and its
-    answer back; _Broken when no answer began."""
+async def _relay(stream: SocketStream, scope: Scope, receive: Receive, send: Send) -> bool:
+    """Pass the request on over `stream` and its answer back: whether the connection may
+    carry another request. _Broken when no answer began."""
     upstream = h11.Connection(h11.CLIENT)
     if not await _send_request(upstream, stream, scope, receive):
-        return  # the client went away
+        return False  # the client went away
     started = False
     while True:
         try:
@@ -146,7 +196,7 @@ async def _relay(stream: SocketStream, scope: Scope, receive: Receive, send: Sen
             if not started:
                 raise _Broken("its server closed the connection without answering")
             await send({"type": "http.response.body", "body": b""})
-            return
+            return upstream.our_state is upstream.their_state is h11.DONE
 
 
 async def _send_request(
@@ -156,7 +206,6 @@ async def _send_request(
     headers = [(k, v) for k, v in scope["headers"] if k not in _HOP_BY_HOP]
     if any(k == b"transfer-encoding" for k, _ in scope["headers"]):
         headers += _CHUNKED  # the body's length is not known: pass it on in chunks
-    headers.append((b"connection", b"close"))
     target = scope.get("raw_path") or scope["path"].encode()
     if scope["query_string"]:
         target += b"?" + scope["query_string"]
