@@ -3,6 +3,8 @@ requests sent to the swarm server with the `Host` the SDK names."""
 
 from __future__ import annotations
 
+import socket
+import sys
 import time
 from collections.abc import Iterator
 
@@ -10,6 +12,8 @@ import anyio
 import httpx
 import pytest
 from e2b import AsyncSandbox, Sandbox
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
 
 from ....servers import Server
 
@@ -55,10 +59,15 @@ def _wait_listening(client: httpx.Client) -> None:
 
 
 @pytest.fixture
-def echo(engine: str) -> Iterator[Sandbox]:
-    """A sandbox serving ECHO on PORT."""
+def local(engine: str) -> None:
+    """Skip on the Ray engine, which does not forward ports (see test_ray_refuses_ports)."""
     if engine != "local":
-        pytest.skip("the Ray engine does not forward ports (see test_ray_refuses_ports)")
+        pytest.skip("the Ray engine does not forward ports")
+
+
+@pytest.fixture
+def echo(local: None) -> Iterator[Sandbox]:
+    """A sandbox serving ECHO on PORT."""
     sbx = Sandbox.create()
     try:
         sbx.files.write("echo.py", ECHO)
@@ -104,9 +113,8 @@ def test_a_port_of_another_sandbox_is_that_sandboxs_own(echo: Sandbox, server: S
     assert "not found" in gone.json()["message"]
 
 
-def test_private_ports_take_only_the_traffic_token(server: Server, engine: str) -> None:
-    if engine != "local":
-        pytest.skip("the Ray engine does not forward ports")
+@pytest.mark.usefixtures("local")
+def test_private_ports_take_only_the_traffic_token(server: Server) -> None:
     sbx = Sandbox.create(network={"allow_public_traffic": False})
     try:
         token = sbx.traffic_access_token
@@ -140,9 +148,8 @@ def test_ray_refuses_ports(server: Server, engine: str) -> None:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])  # e2b's async SDK is asyncio-only
-async def test_a_port_with_the_async_sdk(anyio_backend: str, server: Server, engine: str) -> None:
-    if engine != "local":
-        pytest.skip("the Ray engine does not forward ports")
+@pytest.mark.usefixtures("local")
+async def test_a_port_with_the_async_sdk(anyio_backend: str, server: Server) -> None:
     sbx = await AsyncSandbox.create()
     try:
         await sbx.files.write("echo.py", ECHO)
@@ -157,3 +164,63 @@ async def test_a_port_with_the_async_sdk(anyio_backend: str, server: Server, eng
         await handle.kill()
     finally:
         await sbx.kill()
+
+
+WS_ECHO = """\
+import sys
+from websockets.sync.server import serve
+
+def echo(socket):
+    for message in socket:
+        socket.send(message)
+        socket.send(b"bin:" + (message.encode() if isinstance(message, str) else message))
+
+with serve(echo, "127.0.0.1", int(sys.argv[1])) as server:
+    server.serve_forever()
+"""
+
+
+@pytest.mark.usefixtures("local")
+def test_a_websocket_is_forwarded_both_ways(server: Server) -> None:
+    sbx = Sandbox.create()
+    try:
+        sbx.files.write("ws.py", WS_ECHO)
+        # the test run's interpreter, which has websockets (its environment is shared, and
+        # readable by root only here)
+        command = f"{sys.executable} /home/user/ws.py {PORT}"
+        handle = sbx.commands.run(command, background=True, user="root")
+        host = sbx.get_host(PORT)
+        address = server.url.removeprefix("http://").rsplit(":", 1)
+        deadline = time.monotonic() + 60
+        while True:
+            # the name resolves nowhere: connect to the server, and name the host in the URI
+            sock = socket.create_connection((address[0], int(address[1])))
+            try:
+                ws = connect(f"ws://{host}/chat", sock=sock, open_timeout=30)
+                break
+            except InvalidStatus as ex:
+                sock.close()
+                assert ex.response.status_code == 502 and time.monotonic() < deadline
+                time.sleep(0.1)
+        with ws:
+            ws.send("hello")
+            assert ws.recv(timeout=30) == "hello"
+            assert ws.recv(timeout=30) == b"bin:hello"
+            big = bytes(range(256)) * 2048  # 512 KiB, over many of the relay's reads
+            ws.send(big)
+            assert ws.recv(timeout=30) == big
+            assert ws.recv(timeout=30) == b"bin:" + big
+        handle.kill()
+    finally:
+        sbx.kill()
+
+
+def test_a_websocket_to_a_closed_port_is_refused_with_the_reason(
+    echo: Sandbox, server: Server
+) -> None:
+    address = server.url.removeprefix("http://").rsplit(":", 1)
+    sock = socket.create_connection((address[0], int(address[1])))
+    with pytest.raises(InvalidStatus) as refused:
+        connect(f"ws://{echo.get_host(PORT + 1)}/", sock=sock, open_timeout=30)
+    assert refused.value.response.status_code == 502
+    assert b"nothing listens" in refused.value.response.body

@@ -10,6 +10,7 @@ open to anyone who reaches the server, as E2B's are, unless the sandbox was made
 from __future__ import annotations
 
 import hmac
+import json
 import re
 import select
 from collections import OrderedDict
@@ -26,6 +27,7 @@ from ...domain._long_lived import LongLivedSandbox
 from ...domain._server import SwarmServer
 from ...model._types import NotFound
 from ...sandboxes._isolation import SandboxError
+from ._port_sockets import relay_socket
 from ._wire import E2BError
 
 TRAFFIC_HEADER = "e2b-traffic-access-token"
@@ -59,7 +61,7 @@ class PortRouter:
         self._idle = _Idle()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
+        if scope["type"] in ("http", "websocket"):
             headers = Headers(scope=scope)
             if (found := _HOST.match(headers.get("host", ""))) is not None:
                 await self._forward(scope, receive, send, int(found[1]), found[2])
@@ -72,14 +74,19 @@ class PortRouter:
         try:
             stream = await self._open(Headers(scope=scope), port, sandbox_id)
         except E2BError as ex:
-            await JSONResponse(ex.body(), status_code=ex.status)(scope, receive, send)
+            await _refuse(scope, receive, send, ex)
+            return
+        if scope["type"] == "websocket":
+            async with stream:
+                await relay_socket(stream, scope, receive, send)
             return
         try:
             reusable = await _relay(stream, scope, receive, send)
         except _Broken as ex:
             await stream.aclose()
-            error = E2BError(502, f"port {port} of sandbox {sandbox_id}: {ex}")
-            await JSONResponse(error.body(), status_code=error.status)(scope, receive, send)
+            await _refuse(
+                scope, receive, send, E2BError(502, f"port {port} of sandbox {sandbox_id}: {ex}")
+            )
             return
         except BaseException:
             await stream.aclose()
@@ -161,6 +168,17 @@ def _open_still(stream: SocketStream) -> bool:
 
 def _close_now(stream: SocketStream) -> None:
     stream.extra(SocketAttribute.raw_socket).close()
+
+
+async def _refuse(scope: Scope, receive: Receive, send: Send, error: E2BError) -> None:
+    """Answer with `error`; a WebSocket's handshake is answered in HTTP too, with it."""
+    if scope["type"] == "http":
+        await JSONResponse(error.body(), status_code=error.status)(scope, receive, send)
+        return
+    head = [(b"content-type", b"application/json")]
+    await send({"type": "websocket.http.response.start", "status": error.status, "headers": head})
+    body = json.dumps(error.body()).encode()
+    await send({"type": "websocket.http.response.body", "body": body})
 
 
 class _Broken(Exception):
