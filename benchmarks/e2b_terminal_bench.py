@@ -19,6 +19,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from e2b import AsyncSandbox, PtySize
+
 from inspect_swarm.sandbox._local_server import LocalServer
 
 

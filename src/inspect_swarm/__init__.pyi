@@ -8,10 +8,13 @@ from ._channels._shared_memory import shared_memory
 from ._channels._tasks import tasks
 from ._contracts._budget import Budget, BudgetUsage, SwarmBudget
 from ._contracts._channel import (
+    Bus,
+    Caller,
     Channel,
     ChannelRun,
     ChannelState,
     NoticeLine,
+    StormControls,
     WaitingState,
     WaitNews,
     WaitSpec,
@@ -33,7 +36,7 @@ from ._contracts._control import (
 )
 from ._contracts._controller import Controller, FinalName, StopReason, swarm_controller
 from ._contracts._member import Member, member
-from ._contracts._record import Record
+from ._contracts._record import Draft, Record, Refused
 from ._contracts._roster import MemberInfo, MemberState
 from ._contracts._work import Assignment, Outstanding, WorkState
 from ._controllers._coordinator import coordinator
@@ -67,10 +70,13 @@ __all__ = [
     "Assignment",
     "Budget",
     "BudgetUsage",
+    "Bus",
+    "Caller",
     "Channel",
     "ChannelRun",
     "ChannelState",
     "Controller",
+    "Draft",
     "FinalName",
     "Member",
     "MemberEnded",
@@ -83,9 +89,11 @@ __all__ = [
     "Quantum",
     "Record",
     "RecordDelivered",
+    "Refused",
     "ScheduledMember",
     "StopCondition",
     "StopReason",
+    "StormControls",
     "SwarmBudget",
     "SwarmControl",
     "SwarmEvent",

@@ -50,6 +50,12 @@ class SwarmHost(Protocol):
         """The swarm has begun to stop (set synchronously before any await)."""
         ...
 
+    async def stop_begun(self, member: str) -> None:
+        """Return once the swarm has begun to stop; or once nothing else can happen: every
+        other member has ended or waits here too, and the controller waits for events with
+        none left to read."""
+        ...
+
     @property
     def bus(self) -> MemberBus | None: ...
 

@@ -8,6 +8,7 @@ from typing import Any, overload
 
 import anyio
 from inspect_ai.agent import AgentState
+from inspect_ai.event import InfoEvent
 from inspect_ai.log._samples import sample_active
 from inspect_ai.model import ChatMessage, ChatMessageUser, ModelOutput, ModelUsage
 from inspect_ai.scorer import Scorer
@@ -49,12 +50,13 @@ from ._runtime._sample_records import (
     log_member_end,
     log_result,
     log_stop,
+    log_submissions,
     log_summary,
     metrics_record,
+    open_summary,
     write_ledger,
     write_metrics,
     write_result,
-    write_submissions,
 )
 from ._runtime._sandbox import check_environments_exist
 from ._runtime._schedule import MemberSchedule, ScheduledHandle
@@ -104,6 +106,9 @@ class SwarmRun:
         cancels were ended by it too, though what reaches them is a bare cancellation."""
         self.stop_reason: SwarmStopReason | None = None
         self._stop_requested = anyio.Event()
+        # members (of the scripted model) waiting in stop_begun(), and their wake-up
+        self._holding: set[str] = set()
+        self._held_change: anyio.Event | None = None
         self._controller_scope: anyio.CancelScope | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._running = 0
@@ -133,6 +138,29 @@ class SwarmRun:
     @property
     def stopping(self) -> bool:
         return self._stopping
+
+    async def stop_begun(self, member: str) -> None:
+        self._holding.add(member)
+        try:
+            self._wake_holders()
+            while not self._stopping and not self._nothing_else(member):
+                if self._held_change is None:
+                    self._held_change = anyio.Event()
+                await self._held_change.wait()
+        finally:
+            self._holding.discard(member)
+
+    def _nothing_else(self, member: str) -> bool:
+        """Every other member has ended or waits in `stop_begun()`, and the controller waits
+        for events with none left to read: no stop can come."""
+        others = (m for m in self._members if m.name != member)
+        idle = self._event_waiter is not None and not self._events
+        return idle and all(m.state == "ended" or m.name in self._holding for m in others)
+
+    def _wake_holders(self) -> None:
+        if self._held_change is not None:
+            self._held_change.set()
+            self._held_change = None
 
     @property
     def bus(self) -> SwarmBus | None:
@@ -283,6 +311,7 @@ class SwarmRun:
                     return
                 else:
                     self._event_waiter = anyio.Event()
+                    self._wake_holders()
                     await self._event_waiter.wait()
         finally:
             self._iterating = False
@@ -510,6 +539,7 @@ class SwarmRun:
         for schedule in self._schedules.values():
             schedule.stop()
         self._stop_requested.set()
+        self._wake_holders()
 
     async def _stopper(self) -> None:
         # members finish calls in flight for up to the grace period, then are cancelled
@@ -547,6 +577,7 @@ class SwarmRun:
         self._input = list(state.messages)
         self._t0 = _now()
         self._span_id = current_span_id()
+        summary = open_summary()
         token = _swarm.set(self)
         error: BaseException | None = None
         try:
@@ -581,7 +612,7 @@ class SwarmRun:
             error = ex
             raise _sample_error(ex) from None
         finally:
-            self._finish(state, error)
+            self._finish(state, error, summary)
             _swarm.reset(token)
         return state
 
@@ -593,7 +624,9 @@ class SwarmRun:
             self._handles[m.name] = ScheduledHandle(m, schedule)
             self._launch(m, self._member_input(m, None))
 
-    def _finish(self, state: AgentState, error: BaseException | None) -> None:
+    def _finish(
+        self, state: AgentState, error: BaseException | None, summary_event: InfoEvent
+    ) -> None:
         """Write the answer and every record. Synchronous: it runs on every path, including a
         cancellation, without needing a shielded scope."""
         answer = self._answer()
@@ -604,20 +637,21 @@ class SwarmRun:
         ledger = self._ledger(error)
         result = self._write_result(provisional=provisional, answer=answer)
         log_result("final", answer.record(provisional))
+        log_submissions(self._members)
         metrics = metrics_record(self._members, self._bus, answer, ledger, self.clock())
         ledger_json = ledger.model_dump(mode="json")
         log_summary(
+            summary_event,
             summarize(
                 result,
                 ledger_json,
                 metrics,
                 answer=state.output.completion,
                 token_type=self._enforcer.caps.token_type,
-            )
+            ),
         )
         write_ledger(ledger_json)
         write_metrics(metrics)
-        write_submissions(self._members)
         if self._bus is not None:
             self._bus.close()
 

@@ -7,6 +7,8 @@ from copy import copy
 from typing import Any
 
 import anyio
+from inspect_ai.event import InfoEvent
+from inspect_ai.log import transcript
 from inspect_ai.model import ChatMessage, ModelOutput, ModelUsage
 from inspect_ai.model._model import sample_model_usage_context_var
 from inspect_ai.scorer import (
@@ -21,7 +23,7 @@ from inspect_ai.scorer import (
 )
 from inspect_ai.solver import TaskState
 
-from ._contracts._schema import EVIDENCE_SOURCE, RESULT_KEY, SUBMISSIONS_KEY
+from ._contracts._schema import EVIDENCE_SOURCE, RESULT_KEY
 from ._runtime._sandbox import scoring_sandbox
 
 
@@ -101,7 +103,7 @@ async def _score_members(
     answer_value: float,
 ) -> dict[str, float | None]:
     """Each member's own score, in roster order (`None` for one that did not submit)."""
-    submissions: dict[str, Any] = state.store.get(SUBMISSIONS_KEY) or {}
+    submissions = _submissions()
     own = {m["sandbox"] for m in result["members"] if m["sandbox"] is not None}
     final = result["final"]
     values: dict[str, float | None] = {m["name"]: None for m in result["members"]}
@@ -125,6 +127,18 @@ async def _score_members(
             if entry["submitted"] and entry["name"] in submissions:
                 tg.start_soon(one, entry)
     return values
+
+
+def _submissions() -> dict[str, Any]:
+    """The outputs of the members that submitted, from the swarm's last `submissions` event (the
+    transcript holds the sample's events also when `inspect score` rescores a log)."""
+    for event in reversed(transcript().events):
+        if isinstance(event, InfoEvent) and event.source == EVIDENCE_SOURCE:
+            data = event.data
+            if isinstance(data, dict) and data.get("type") == "submissions":
+                outputs = data["outputs"]
+                return dict(outputs) if isinstance(outputs, dict) else {}
+    return {}
 
 
 def _input(messages: list[ChatMessage]) -> list[ChatMessage]:

@@ -1,9 +1,11 @@
 """`swarm()`: the agent. It resolves and checks the roster, controller, channels and budget
 when called, and runs a `SwarmRun` in each sample."""
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from inspect_ai._util.logger import warn_once
 from inspect_ai._util.registry import (
     is_registry_object,
     registry_info,
@@ -19,7 +21,15 @@ from ._contracts._controller import Controller
 from ._contracts._factory import create_by_name
 from ._contracts._member import Member, MemberSpec, member_from_value, resolve_roster
 from ._run import SwarmRun
-from ._runtime._sandbox import check_member_sandboxes
+from ._runtime._sandbox import check_member_sandboxes, sample_has_sandbox
+
+_logger = logging.getLogger(__name__)
+
+_NO_SANDBOX = (
+    "swarm(): the filesystem channel (the default) tells members to share files in {shared} "
+    "of the sample's sandbox, and this sample has none. Pass channels=[] for no channel, or "
+    "channels=[shared_memory()] for a board the swarm records."
+)
 
 
 @agent
@@ -75,6 +85,7 @@ def swarm(
     _check_scheduling(roster, ctrl, chans)
 
     async def execute(state: AgentState) -> AgentState:
+        _warn_without_sandbox(chans)
         models = [str(get_model()), *_member_models(roster)]
         run = SwarmRun(roster, ctrl, chans, swarm_budget, models, pairs)
         return await run.run(state)
@@ -215,6 +226,15 @@ def _check_filesystem(roster: Sequence[MemberSpec], channels: Sequence[Channel])
                 "swarm(channels=...): filesystem(shared_volume=True) is for members with their own "
                 "sandboxes, and these members share the sample's. Use filesystem() instead."
             )
+
+
+def _warn_without_sandbox(channels: Sequence[Channel]) -> None:
+    """Say once that the filesystem channel speaks of a sandbox the sample does not have."""
+    if sample_has_sandbox():
+        return
+    for channel in channels:
+        if isinstance(channel, FilesystemChannel) and not channel.shared_volume:
+            warn_once(_logger, _NO_SANDBOX.format(shared=channel.shared))
 
 
 def _routes(

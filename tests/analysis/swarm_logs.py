@@ -21,8 +21,8 @@ from inspect_swarm.scripted import scripted_model
 
 PARTS = "/shared_memory/parts.md"
 GRACE = 1.0
-"""Long enough for w-2's last call (0.3 s) to end within it on a loaded machine, so only
-w-3's call is cut (a call cut is unknown, and makes the arm's cost a lower bound)."""
+"""Long enough for w-2's last call (held until the stop) to end within it on a loaded machine,
+so only w-3's call is cut (a call cut is unknown, and makes the arm's cost a lower bound)."""
 SCRIPT: dict[str, Any] = {
     "samples": {
         "count": {
@@ -38,8 +38,9 @@ SCRIPT: dict[str, Any] = {
                 {"text": "Counting.", "delay": 0.8},
                 {"tool": "shared_memory", "arguments": {"command": "append", "path": PARTS,
                                                          "append_text": "w-2: 10"}},
+                # in flight when w-1's answer stops the swarm, so w-2's submit is refused
                 {"tool": "shared_memory", "arguments": {"command": "view", "path": PARTS},
-                 "delay": 0.3},
+                 "after": "stop"},
                 {"submit": "25"},
             ],
             "w-3": [{"text": "Still thinking.", "delay": 30}],

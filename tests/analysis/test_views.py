@@ -3,16 +3,21 @@ data behind each plot, checked against what inspect_ai's own log API reads."""
 
 import json
 import math
+import shutil
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from inspect_ai import Task, eval
+from inspect_ai.agent import react
 from inspect_ai.analysis import SampleSummary, samples_df
+from inspect_ai.dataset import Sample
 from inspect_ai.event import InfoEvent, ModelEvent
 from inspect_ai.log import EvalSample, list_eval_logs, read_eval_log
-from inspect_ai.scorer import value_to_float
+from inspect_ai.scorer import includes, value_to_float
 
+from inspect_swarm import member, swarm
 from inspect_swarm.analysis import (
     SwarmColumns,
     SwarmOutcomeColumns,
@@ -25,6 +30,7 @@ from inspect_swarm.analysis import (
     sweep_arms,
 )
 from inspect_swarm.analysis._read import priced_cost, read_sample, read_swarm_samples
+from inspect_swarm.scripted import scripted_model
 
 from .swarm_logs import GRACE
 
@@ -127,6 +133,8 @@ def test_members_df_has_a_row_per_member_as_the_records_say(arm_logs: Path) -> N
                 row["score_member_scores"] == expected
             )
             assert row["submissions"] == int(entry["submitted"])
+            for wiring in ("tools_unwired", "notify_unwired"):
+                assert row[wiring] == (entry["name"] in metrics[wiring])
     # a member that waited has its wait outcomes as columns
     assert (df["waits_news"].fillna(0) > 0).any()
 
@@ -246,3 +254,26 @@ def test_each_plot_writes_a_file(arm_logs: Path, tmp_path: Path, suffix: str) ->
         figure.savefig(path)
         head = path.read_bytes()[:200]
         assert head.startswith(b"\x89PNG") if suffix == ".png" else b"<svg" in path.read_bytes()
+
+
+def test_a_swarm_without_a_channel_and_two_tasks_are_said(arm_logs: Path, tmp_path: Path) -> None:
+    solo = Task(
+        dataset=[Sample(id="q", input="What is 6 times 7?", target="42")],
+        solver=swarm(member(react, count=2), channels=[]),
+        scorer=includes(),
+        name="solo",
+    )
+    [log] = eval(
+        solo,
+        model=scripted_model({"members": {"*": [{"submit": "42"}]}}),
+        log_dir=str(tmp_path),
+        display="none",
+    )
+    assert log.samples
+    with pytest.raises(ValueError, match="had no channel that records"):
+        plot_comm(read_sample(log.location, "q"))
+    # beside another task's logs, it is no arm of their sweep
+    first = next(arm_logs.glob("*.eval"))
+    shutil.copy(first, tmp_path / first.name)
+    with pytest.raises(ValueError, match=r"the logs hold 2 tasks \(arm, solo\)"):
+        sweep_arms(tmp_path)

@@ -6,8 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from inspect_ai._util import logger as inspect_logger
 from inspect_ai.agent import Agent, AgentState, agent, react
-from inspect_ai.event import LoggerEvent, ModelEvent, ToolEvent
+from inspect_ai.event import InfoEvent, LoggerEvent, ModelEvent, ToolEvent
 from inspect_ai.log import EvalSample, read_eval_log, resolve_sample_attachments
 from inspect_ai.tool import think
 
@@ -161,8 +162,9 @@ def test_poll_members_get_no_notice_and_wiring_lists_unwired(backend: str, tmp_p
 
 
 def test_members_that_miss_the_swarms_tools_or_notices_are_warned_once(
-    backend: str, tmp_path: Path
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(inspect_logger, "_warned", [])  # the console warns once per process
     script = {"*": [{"text": "thinking"}, {"text": "still"}, {"text": "more"}, {"submit": "2"}]}
     sample = run(
         swarm(
@@ -188,20 +190,27 @@ def test_members_that_miss_the_swarms_tools_or_notices_are_warned_once(
     ]
     for w in wiring:
         assert "member(swarm_react" in w["fix"] and "@agent def worker()" in w["fix"]
-    # the same as Python warnings, which Inspect shows in its console and keeps in its log
+    toolless = next(w for w in wiring if (w["member"], w["missing"]) == ("toolless", "swarm_tools"))
+    assert "without the tools of the swarm's channels (shared_memory)" in toolless["done"]
+    # the console gets one short warning for each missing piece, naming no member
     warned = [
-        e.message.message
+        # the logged message starts with the sample it came from
+        e.message.message.splitlines()[-1]
         for e in sample.events
-        if isinstance(e, LoggerEvent) and "Swarm member " in e.message.message
+        if isinstance(e, LoggerEvent) and "inspect_swarm: members" in e.message.message
     ]
-    assert len(warned) == 4
-    toolless = "Swarm member 'toolless' made a model call without the tools of the swarm's "
-    assert any(f"{toolless}channels (shared_memory)" in m for m in warned)
-    unhooked = "Swarm member 'unhooked' reached its second model call without running "
-    assert any(f"{unhooked}swarm_on_continue()" in m and 'delivery="poll"' in m for m in warned)
+    assert len(warned) == 2 and all(len(m) < 250 and "\n" not in m for m in warned), warned
+    assert any("swarm_tools() not wired" in m for m in warned)
+    assert any("swarm_on_continue() not wired" in m for m in warned)
     # the records stay as the user guide has them
     metrics = sample.store["inspect_swarm:metrics"]
     assert (metrics["notify_unwired"], metrics["tools_unwired"]) == ([], ["toolless", "polling"])
+    # and the summary names them
+    [summary] = [
+        e.data for e in sample.events
+        if isinstance(e, InfoEvent) and e.source == "inspect_swarm:summary"
+    ]  # fmt: skip
+    assert "**Unwired**: toolless, polling got no channel tools (swarm_tools())" in str(summary)
 
 
 def test_swarm_react_adds_the_board_to_the_members_tools_and_hook(

@@ -46,11 +46,13 @@ def run(*args: str, stdin: str | None = None, env: dict[str, str] | None = None)
     return Result(done.returncode, done.stdout, done.stderr)
 
 
-def on_terminal(*args: str) -> Result:
-    """`inspect-swarm ARGS` with its stdout on a terminal (a pty), as a person runs it."""
+def on_terminal(*args: str, columns: int | None = None) -> Result:
+    """`inspect-swarm ARGS` with its stdout on a terminal (a pty), as a person runs it; one
+    `columns` wide if given."""
     controller, terminal = pty.openpty()
+    env = {**os.environ, **({"COLUMNS": str(columns)} if columns else {})}
     process = subprocess.Popen(
-        [SCRIPT, *args], stdout=terminal, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
+        [SCRIPT, *args], stdout=terminal, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env
     )
     os.close(terminal)
     chunks = []

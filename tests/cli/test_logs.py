@@ -4,6 +4,7 @@ runs them: the console script in a process of its own, in a pipe or on a termina
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -36,15 +37,20 @@ def log_of(logs: Path, k: int) -> str:
 def test_a_log_directory_is_one_line_per_sample(logs: Path) -> None:
     done = run_script("show", str(logs))
     assert done.returncode == 0, done.stderr
-    lines = [line.split("\t") for line in done.stdout.splitlines()]
+    header, *lines = [line.split("\t") for line in done.stdout.splitlines()]
+    # a pipe gets the column names too, and the answer beside the member it came from
+    assert header == [
+        "TASK", "ARM", "SAMPLE", "EPOCH", "ANSWER", "FROM", "STOP", "REACHED", "SCORE", "COST $",
+    ]  # fmt: skip
     assert len(lines) == 8
     rows = {(row[1], row[2], row[3]): row for row in lines}
     assert set(rows) == {
         (f"k={k}", s, e) for k in (2, 3) for s in ("count", "product") for e in "12"
     }
     for (arm, sample, _), row in rows.items():
-        task, _, _, _, answer, stop, reached, score, cost = row
-        assert (task, answer, stop, score) == ("arm", "w-1", "submitted", "C")
+        task, _, _, _, answer, member, stop, reached, score, cost = row
+        assert (task, member, stop, score) == ("arm", "w-1", "submitted", "C")
+        assert answer == ("25" if sample == "count" else "42")
         others = ["w-2"] if arm == "k=2" else ["w-2", "w-3"]
         expected = "; ".join(f"{m} token share" for m in others) if sample == "product" else "-"
         assert reached == expected
@@ -64,7 +70,10 @@ def test_one_sample_in_a_pipe_and_as_json(logs: Path) -> None:
     assert fields["reached"] == (
         "w-2 reached its token share (500): 550 used; w-3 reached its token share (500): 550 used"
     )
-    members = [line.split("\t") for line in blocks[1].splitlines()]
+    header, *members = [line.split("\t") for line in blocks[1].splitlines()]
+    assert header[:3] == ["MEMBER", "STATUS", "TIME"]
+    # times to the hundredth, all of them
+    assert all(re.fullmatch(r"\d+\.\d\d s", m[2]) for m in members), members
     assert [(m[0], m[1], m[6]) for m in members] == [
         ("w-1", "submitted", "1"), ("w-2", "share", "0"), ("w-3", "share", "0"),
     ]  # fmt: skip
@@ -97,6 +106,10 @@ def test_a_terminal_gets_tables(logs: Path) -> None:
     assert "Answer" in done.stdout and "`25` from w-1 (the first submission)" in done.stdout
     header = next(line for line in done.stdout.splitlines() if "MEMBER" in line)
     assert header.split()[:3] == ["MEMBER", "STATUS", "TIME"]
+    # at 80 columns the cells fold, never a header's word
+    narrow = on_terminal("show", log_of(logs, 2), "--sample", "count", columns=80)
+    assert narrow.returncode == 0, narrow.stderr
+    assert "SUBMISSIONS" in narrow.stdout and "SUBMISSI\n" not in narrow.stdout
 
 
 def test_mistakes_are_named(logs: Path, tmp_path: Path) -> None:
@@ -111,6 +124,11 @@ def test_mistakes_are_named(logs: Path, tmp_path: Path) -> None:
     # the sample is in both logs of the directory: which one is asked for
     both = run_script("plot", "comm", str(logs), "--sample", "count", "-o", str(tmp_path / "c.png"))
     assert both.returncode == 1 and "is in 2 logs" in both.stderr
+    # a file that is no log is named, not Inspect's words for it
+    (tmp_path / "notes.txt").write_text("hello")
+    not_log = run_script("show", str(tmp_path / "notes.txt"))
+    assert not_log.returncode == 1 and "notes.txt: not an Inspect log" in not_log.stderr
+    assert "Give an .eval or .json log" in not_log.stderr
 
 
 @pytest.mark.parametrize("suffix", [".png", ".svg"])

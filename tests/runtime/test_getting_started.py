@@ -1,6 +1,10 @@
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from getting_started import getting_started
 from inspect_ai import Task, eval
 from inspect_ai.agent import Agent, agent, react
@@ -93,3 +97,37 @@ def test_a_factory_that_builds_an_acp_agent_is_refused_when_built(tmp_path: Path
     assert log.samples and log.samples[0].error is not None
     assert "is an ACP agent" in log.samples[0].error.message
     assert statuses(log.samples[0]) == {"acp_factory": "errored"}
+
+
+def test_the_example_gives_its_result_on_a_loaded_machine(tmp_path: Path) -> None:
+    # a loaded machine slows the member scripted to answer first: the result stays the same
+    script = yaml.safe_load((EXAMPLES / "getting_started.yaml").read_text())
+    first = {"product": "react-2", "sum": "react-1", "power": "react-3"}
+    for sample, name in first.items():
+        script["samples"][sample][name][0]["delay"] = 2.0
+    [log] = eval(
+        getting_started(k=3),
+        model=scripted_model(script, name="demo"),
+        log_dir=str(tmp_path),
+        display="none",
+    )
+    assert log.status == "success" and log.samples
+    for sample in log.samples:
+        expected = {f"react-{n}": "stopped" for n in (1, 2, 3)} | {
+            first[str(sample.id)]: "submitted"
+        }
+        assert statuses(sample) == expected, sample.id
+
+
+def test_the_demo_prints_its_columns_and_rule_in_words(tmp_path: Path) -> None:
+    env = {**os.environ, "INSPECT_LOG_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "run_getting_started.py")],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "answer '42' from react-2 (the first submission), score C" in done.stdout
+    header = lines.index("  MEMBER     STATE    STATUS          TIME")
+    assert lines[header + 1].split()[:3] == ["react-1", "ended", "stopped"]
+    assert list(tmp_path.glob("*.eval"))  # the log went where it was told

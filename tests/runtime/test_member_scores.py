@@ -229,7 +229,12 @@ def test_a_log_is_rescored_afterwards(tmp_path: Path) -> None:
         },
         tmp_path,
     )
-    # the members' submissions are in the store, so member_scores() works on a finished log
+    # the swarm owns three store keys: the submissions member_scores() reads are in the events
+    [sample] = log.samples or []
+    assert sorted(k for k in sample.store if k.startswith("inspect_swarm:")) == [
+        "inspect_swarm:ledger", "inspect_swarm:metrics", "inspect_swarm:result",
+    ]  # fmt: skip
+    # so member_scores() works on a finished log too
     rescored = score(log, member_scores(match()), action="append", display="none")
     own = scores_of(rescored)["member_scores"]
     assert own.value == {

@@ -7,9 +7,14 @@ from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
+import pytest
+from inspect_ai import Task, eval
+from inspect_ai._util import logger as inspect_logger
 from inspect_ai.agent import react
+from inspect_ai.dataset import Sample
 from inspect_ai.event import Event, EventTreeSpan, InfoEvent, LoggerEvent, event_tree
 from inspect_ai.log import EvalSample, resolve_sample_attachments
+from inspect_ai.scorer import includes
 from inspect_ai.util import token_limit
 
 from inspect_swarm import (
@@ -21,6 +26,7 @@ from inspect_swarm import (
     swarm,
     swarm_controller,
 )
+from inspect_swarm.scripted import scripted_model
 
 from .helpers import infos, run, run_log
 from .test_statuses import SLOW, broken
@@ -146,21 +152,50 @@ def test_each_member_ends_its_timeline_in_words(backend: str, tmp_path: Path) ->
     assert warnings(sample) == []  # no cap or share: nothing to warn of
 
 
-def test_the_summary_comes_after_the_answer_and_before_the_ledger(
+def swarm_span(sample: EvalSample) -> EventTreeSpan:
+    """The span the swarm runs in: the one that holds the members' spans."""
+    found: list[EventTreeSpan] = []
+
+    def walk(nodes: list[Any]) -> None:
+        for node in nodes:
+            if isinstance(node, EventTreeSpan):
+                if any(
+                    isinstance(c, EventTreeSpan) and c.type == "agent" and c.name == "react-1"
+                    for c in node.children
+                ):
+                    found.append(node)
+                walk(node.children)
+
+    walk(event_tree(sample.events))
+    [span] = found
+    return span
+
+
+def test_the_summary_comes_first_and_the_records_after_the_members(
     backend: str, tmp_path: Path
 ) -> None:
-    sample = run(
-        swarm(member(react, count=2), channels=[]),
-        {"react-1": [{"submit": "42"}], "react-2": SLOW * 5},
-        tmp_path,
+    sample = resolved(
+        run(
+            swarm(member(react, count=2), channels=[]),
+            {"react-1": [{"submit": "42"}], "react-2": SLOW * 5},
+            tmp_path,
+        )
     )
+    children = swarm_span(sample).children
+    # a person opening the sample reads the summary before any lane or raw record
+    first = children[0]
+    assert isinstance(first, InfoEvent) and first.source == "inspect_swarm:summary", first
+    assert not first.pending
+    assert isinstance(first.data, str) and first.data.startswith("**Swarm answer**: `42`")
+    assert summaries(sample) == [first.data]
     order = [
-        e.source if e.source != "inspect_swarm" else e.data["type"]  # type: ignore[index]
-        for e in sample.events
+        e.data["type"] if e.source == "inspect_swarm" else e.source  # type: ignore[index]
+        for e in children[1:]
         if isinstance(e, InfoEvent) and (e.source or "").startswith("inspect_swarm")
-        and e.span_id == member_span(sample, "react-1").parent_id
     ]  # fmt: skip
-    assert order[-4:] == ["result", "inspect_swarm:summary", "ledger", "metrics"]
+    # every record is still logged, in the order the swarm settles them
+    assert order[-4:] == ["result", "submissions", "ledger", "metrics"], order
+    assert "inspect_swarm:summary" not in order
 
 
 def test_a_share_is_said_in_the_timeline_the_summary_and_the_console(
@@ -333,3 +368,32 @@ def test_a_controllers_reason_and_the_time_cap_are_named(backend: str, tmp_path:
     assert "**Stopped**: the swarm's time cap (0.5 s) passed" in summary
     [warning] = warnings(timed)
     assert warning.endswith("the swarm's time cap (0.5 s) passed.")
+
+
+def test_the_default_channel_without_a_sandbox_is_said_once(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(inspect_logger, "_warned", [])  # the console warns once per process
+    script = {"*": [{"submit": "42"}]}
+    two = [Sample(id=n, input="What is six times seven?", target="42") for n in (1, 2)]
+    [log] = eval(
+        Task(dataset=two, solver=swarm(member(react, count=2)), scorer=includes()),
+        model=scripted_model({"members": script}),
+        log_dir=str(tmp_path / "none"),
+        display="none",
+    )
+    said = [w for s in log.samples or [] for w in warnings(s) if "filesystem channel" in w]
+    # once for the two samples (the logged message starts with the sample it came from)
+    assert [w.splitlines()[-1] for w in said] == [
+        "swarm(): the filesystem channel (the default) tells members to share files in /shared "
+        "of the sample's sandbox, and this sample has none. Pass channels=[] for no channel, or "
+        "channels=[shared_memory()] for a board the swarm records."
+    ]
+    # with a sandbox, or with no channel, there is nothing to say
+    monkeypatch.setattr(inspect_logger, "_warned", [])
+    for solver, args in (
+        (swarm(member(react, count=2)), {"sandbox": "local"}),
+        (swarm(member(react, count=2), channels=[]), {}),
+    ):
+        sample = run(solver, script, tmp_path / "quiet", task_args=args)
+        assert not any("filesystem channel" in w for w in warnings(sample))

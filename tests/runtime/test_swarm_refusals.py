@@ -1,6 +1,10 @@
 """What swarm() refuses when it is called: the type the spec names, and a message that names
 the argument, the bad value and the fix."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +19,8 @@ from inspect_swarm import (
     swarm,
     swarm_channel,
 )
+
+from .helpers import ROOT
 
 
 class Named(Channel):
@@ -88,3 +94,35 @@ def test_bridged_members_use_the_built_in_channels() -> None:
 def test_channels_by_name_and_none() -> None:
     swarm(member(react), channels="shared_memory")
     swarm(member(react), channels=[])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "suggestion"),
+    [
+        ({"controller": "leaderles"}, "Did you mean 'leaderless'?"),
+        ({"channels": "shared_memroy"}, "Did you mean 'shared_memory'?"),
+        ({"members": "reac"}, "Did you mean 'react'"),
+    ],
+)
+def test_a_typo_in_a_name_suggests_the_registered_one(
+    kwargs: dict[str, Any], suggestion: str
+) -> None:
+    with pytest.raises(ValueError, match="is registered as") as info:
+        swarm(**{"members": member(react, count=2), **kwargs})
+    assert suggestion in str(info.value)
+
+
+def test_a_typo_on_the_command_line_is_one_short_refusal(tmp_path: Path) -> None:
+    command = [
+        sys.executable, "-m", "inspect_ai._cli.main", "eval", "examples/getting_started.py",
+        "--model", "scripted/demo", "-M", "script=examples/getting_started.yaml",
+        "--solver", "inspect_swarm/swarm", "-S", "members=react", "-S", "controller=leaderles",
+        "--log-dir", str(tmp_path),
+    ]  # fmt: skip
+    env = {**os.environ, "INSPECT_DISPLAY": "plain"}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "no controller is registered as 'leaderles'. Did you mean" in " ".join(output.split())
+    # the refusal alone, not the traceback of the eval's task groups
+    assert "Traceback" not in output and len(output.splitlines()) < 15, output

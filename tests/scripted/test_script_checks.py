@@ -19,6 +19,8 @@ from inspect_swarm.scripted import Script, scripted_model
         ({"text": "x", "delay": -1}, "delay"),
         ({"text": "x", "stop_reason": "tired"}, "stop_reason"),
         ({"submit": "1", "usage": {"input_tokens": -5}}, "input_tokens"),
+        ({"text": "x", "after": "later"}, "after"),
+        ({"text": "x", "after": {"member": "w-1", "step": 0}}, "step"),
     ],
 )
 def test_bad_steps_are_refused_with_the_field(step: dict[str, Any], message: str) -> None:

@@ -13,6 +13,7 @@ from inspect_ai.scorer import match
 from inspect_ai.solver import Solver
 from inspect_ai.tool import Tool, tool
 
+from inspect_swarm import leaderless, member, swarm
 from inspect_swarm._context import _member
 from inspect_swarm.scripted import ScriptError, scripted_model
 
@@ -317,3 +318,56 @@ async def test_members_follow_their_own_steps(
         ]
         # the delay is awaited (a lower bound only: the call takes at least the delay)
         assert delayed.working_time is not None and delayed.working_time >= 0.3
+
+
+def swarm_of(*names: str) -> Agent:
+    return swarm(
+        [member(react, name=n) for n in names],
+        controller=leaderless(stop_on_submission=False),
+        channels=[],
+    )
+
+
+def test_a_step_held_until_the_stop_ends_stopped_whatever_the_timing(
+    backend: str, tmp_path: Path
+) -> None:
+    # timing alone would make `held` answer first; its hold makes `late` the first
+    script = {
+        "members": {
+            "late": [{"submit": "3", "delay": 0.3}],
+            "held": [{"text": "thinking", "after": "stop"}, {"submit": "4"}],
+        }
+    }
+    solver = swarm([member(react, name="late"), member(react, name="held")], channels=[])
+    sample = only_sample(run(scripted_model(script), tmp_path, solver=solver))
+    result = sample.store["inspect_swarm:result"]
+    assert {m["name"]: m["status"] for m in result["members"]} == {
+        "late": "submitted",
+        "held": "stopped",
+    }
+    assert sample.output.completion == "3"
+
+
+def test_a_step_held_until_another_members_call(backend: str, tmp_path: Path) -> None:
+    script = {
+        "members": {
+            "first": [{"text": "a", "delay": 0.2}, {"text": "b"}, {"submit": "3"}],
+            "second": [{"submit": "3", "after": {"member": "first", "step": 2}}],
+        }
+    }
+    sample = only_sample(run(scripted_model(script), tmp_path, solver=swarm_of("first", "second")))
+    calls = {
+        (e.call.request["member"], e.call.request["step"]): e
+        for e in model_events(sample)
+        if e.call is not None
+    }
+    # the held call returned only once first had finished its first step and asked again
+    assert calls[("first", 1)].completed is not None
+    assert calls[("second", 1)].completed is not None
+    assert calls[("second", 1)].completed >= calls[("first", 2)].timestamp
+
+
+def test_a_held_step_outside_a_swarm_says_so(tmp_path: Path) -> None:
+    log = run(scripted_model([{"text": "x", "after": "stop"}]), tmp_path)
+    assert log.status == "error" and log.error is not None
+    assert "outside every swarm: remove `after`" in log.error.message

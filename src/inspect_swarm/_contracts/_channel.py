@@ -12,6 +12,8 @@ from ._record import Draft, Record
 from ._roster import MemberInfo, MemberState
 
 __all__ = [
+    "Bus",
+    "Caller",
     "Channel",
     "ChannelRun",
     "ChannelState",
@@ -39,16 +41,25 @@ class Caller(NamedTuple):
     """Who calls a channel's tool: the member, and the agent loop it acts in."""
 
     member: str
+    """The calling member's name."""
+
     loop: str | None
+    """The agent span of the loop that calls: the member's own, or one of its subagents'."""
+
     own: bool
+    """Whether that loop is the member's own."""
+
     tool_span: str | None
+    """The span of the tool call."""
 
 
 class Bus(Protocol):
-    """The run's bus as a channel's state and tools use it.
+    """The run's bus as a channel's state and tools use it (`ChannelRun.bus`).
 
     The runtime's bus implements it; a channel depends on this contract only, so a new
-    channel plugs in without importing the runtime.
+    channel plugs in without importing the runtime. A tool hands the bus a `Draft` with
+    `send()`, which returns the delivered `Record` or raises the channel's refusal, and
+    records what it shows with `read()`.
     """
 
     @property
@@ -65,16 +76,36 @@ class Bus(Protocol):
         ...
 
     def own_loop(self, member: str) -> str | None:
-        """The agent span of the member's own loop."""
+        """The agent span of the member's own loop.
+
+        Args:
+            member: The member's name.
+        """
         ...
 
     def member_state(self, member: str) -> MemberState:
-        """Whether the member is pending, running or has ended."""
+        """Whether the member is pending, running or has ended.
+
+        Args:
+            member: The member's name.
+        """
         ...
 
     def send(self, channel: str, draft: Draft) -> Record:
         """Deliver a tool's draft as a record from the calling member, through the storm
-        controls and the channel's `validate()`, `admit()` and `apply()`."""
+        controls and the channel's `validate()`, `admit()` and `apply()`.
+
+        Args:
+            channel: The channel's `name`.
+            draft: What the tool hands over.
+
+        Returns:
+            The delivered record.
+
+        Raises:
+            ToolError: The channel or the swarm refused the record (`Refused` names the
+                control); the model sees the message as the tool's result.
+        """
         ...
 
     def read(
@@ -86,13 +117,27 @@ class Bus(Protocol):
         data: Mapping[str, JsonValue],
         shown: Mapping[str, str] | None = None,
     ) -> None:
-        """Record a view of the channel's state (its `read` evidence). `shown` is the text
-        the view showed of each record, by record id: under an activation policy the bus
-        looks for it in the reader's next model inputs (its `exposed` evidence)."""
+        """Record a view of the channel's state (its `read` evidence).
+
+        Args:
+            channel: The channel's `name`.
+            caller: Who views it (`caller()`).
+            listing: Whether the view lists the state (a directory) rather than shows one
+                item (a file): it counts as a listing or a read in the member's `comm`.
+            data: The channel's data for the evidence.
+            shown: The text the view showed of each record, by record id: under an
+                activation policy the bus looks for it in the reader's next model inputs
+                (its `exposed` evidence).
+        """
         ...
 
     def may_read(self, channel: str, member: str) -> bool:
-        """Whether the member is among the channel's readers (`Channel.readers`)."""
+        """Whether the member is among the channel's readers (`Channel.readers`).
+
+        Args:
+            channel: The channel's `name`.
+            member: The member's name.
+        """
         ...
 
     @property

@@ -1,12 +1,16 @@
 from collections.abc import Callable
+from difflib import get_close_matches
 from functools import wraps
 from typing import Literal, ParamSpec, TypeVar, overload
 
+from inspect_ai._util.error import PrerequisiteError
 from inspect_ai._util.registry import (
     RegistryInfo,
     create_registry_object,
     extract_named_params,
     registry_add,
+    registry_find,
+    registry_info,
     registry_lookup,
     registry_name,
     registry_tag,
@@ -19,6 +23,18 @@ T = TypeVar("T")
 PACKAGE = "inspect_swarm"
 
 SwarmRegistryType = Literal["swarm_controller", "swarm_channel"]
+
+
+class NotRegistered(ValueError, PrerequisiteError):
+    """No controller, channel or agent factory is registered under a name.
+
+    A `ValueError`, which Inspect's command line prints as its message alone, without the
+    traceback of the eval's task groups.
+    """
+
+    def __init__(self, message: str) -> None:
+        ValueError.__init__(self, message)
+        self.message = message
 
 
 @overload
@@ -67,7 +83,22 @@ def create_by_name(kind: SwarmRegistryType, value: str, where: str) -> object:
     for name in (value, f"{PACKAGE}/{value}"):
         if registry_lookup(kind, name) is not None:
             return create_registry_object(kind, name, {})
-    raise ValueError(
-        f"{where}: no {kind.removeprefix('swarm_')} is registered as {value!r}. Import the "
-        "module that defines it, or pass the object itself."
+    raise NotRegistered(
+        f"{where}: no {kind.removeprefix('swarm_')} is registered as {value!r}.{suggest(kind, value)}"
+        " Import the module that defines it, or pass the object itself."
     )
+
+
+def suggest(kind: str, value: str) -> str:
+    """The registered names of a kind (`agent`, `swarm_channel`...) that `value` may be a typo
+    of, as a sentence (empty when none is close), by their names without the package's."""
+    names = sorted(
+        {
+            registry_info(obj).name.rsplit("/", 1)[-1]
+            for obj in registry_find(lambda info: info.type == kind)
+        }
+    )
+    close = get_close_matches(value, names, n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return f" Did you mean {' or '.join(repr(name) for name in close)}?"

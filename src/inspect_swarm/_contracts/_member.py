@@ -24,7 +24,7 @@ from inspect_ai.util import (
 )
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_serializer
 
-from ._factory import PACKAGE
+from ._factory import PACKAGE, NotRegistered, suggest
 from ._roster import Delivery, MemberInfo
 
 AgentFactory = Callable[..., Agent]
@@ -523,7 +523,8 @@ def _lookup_factory(name: str) -> AgentFactory:
         factory = registry_lookup("agent", candidate)
         if factory is not None and _is_agent_factory(factory):
             return factory  # type: ignore[return-value]
-    raise ValueError(
-        f"swarm(members=...): no @agent factory is registered as {name!r}. Import the module "
-        "that defines it, or name a registered agent such as 'react' or 'swarm_react'."
+    raise NotRegistered(
+        f"swarm(members=...): no @agent factory is registered as {name!r}."
+        f"{suggest('agent', name)} Import the module that defines it, or name a registered "
+        "agent such as 'react' or 'swarm_react'."
     )

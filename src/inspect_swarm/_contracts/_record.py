@@ -132,8 +132,18 @@ class Record:
 
 
 class Refused(ToolError):
-    """A record the swarm refused, naming the control that refused it (`"rate"`)."""
+    """A record the swarm refused, naming the control that refused it (`"rate"`).
+
+    A channel's `admit()` raises it for a record the state as it is now cannot take; the bus
+    counts it in the sender's `comm.rejections` under `control`, logs it in the `sent`
+    evidence, and the model sees `message` as the tool's result.
+
+    Args:
+        control: The control that refused the record, a short name (`"rate"`, `"once"`).
+        message: What the model is told, with the fix.
+    """
 
     def __init__(self, control: str, message: str) -> None:
         super().__init__(message)
         self.control = control
+        """The control that refused the record."""

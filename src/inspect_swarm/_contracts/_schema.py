@@ -21,9 +21,6 @@ LEDGER_KEY = "inspect_swarm:ledger"
 METRICS_KEY = "inspect_swarm:metrics"
 """The sample store key of the metrics record."""
 
-SUBMISSIONS_KEY = "inspect_swarm:submissions"
-"""The sample store key of each submitting member's output, written once, when the swarm ends."""
-
 EVIDENCE_SOURCE = "inspect_swarm"
 """The `source` of every InfoEvent whose data is a record or evidence (a dict with a `type`),
 and the metadata key of the swarm's messages."""

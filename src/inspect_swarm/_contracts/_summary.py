@@ -79,6 +79,11 @@ def _seconds(value: float) -> str:
     return f"{value:g} s"
 
 
+def seconds(value: float) -> str:
+    """A time the swarm measured, always to the hundredth: `1.63 s`, `0.70 s`."""
+    return f"{value:.2f} s"
+
+
 def quote_answer(text: str) -> str:
     """An answer on one line, cut to a length a table or a sentence can hold."""
     line = " ".join(text.split())
@@ -223,6 +228,10 @@ class SwarmSummary:
     wall_clock: float
     complete: bool
     members: tuple[MemberRow, ...]
+    tools_unwired: tuple[str, ...] = ()
+    """Members that made model calls without the channels' tools (`swarm_tools()`)."""
+    notify_unwired: tuple[str, ...] = ()
+    """`notify` members whose own loop went on without the notices (`swarm_on_continue()`)."""
 
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -253,11 +262,21 @@ class SwarmSummary:
             text += f"; then {_ended_by_words(self.ended_by)}"
         return text
 
+    def unwired_words(self) -> str:
+        """The members that missed the channels' tools or notices, in words (empty if none)."""
+        parts = []
+        if self.tools_unwired:
+            parts.append(f"{', '.join(self.tools_unwired)} got no channel tools (swarm_tools())")
+        if self.notify_unwired:
+            names = ", ".join(self.notify_unwired)
+            parts.append(f"{names} got no notices (swarm_on_continue())")
+        return "; ".join(parts)
+
     def spent_words(self) -> str:
         bound = "" if self.complete else " (at least: some calls' usage is unknown)"
         n = len(self.members)
         return (
-            f"{self.tokens:,} tokens, {format_cost(self.cost)}, {self.wall_clock:g} s, "
+            f"{self.tokens:,} tokens, {format_cost(self.cost)}, {seconds(self.wall_clock)}, "
             f"{n} member{'s' if n != 1 else ''}{bound}"
         )
 
@@ -309,6 +328,8 @@ def summarize(
         wall_clock=float(metrics["wall_clock"]),
         complete=bool(ledger["total_complete"]),
         members=tuple(_row(entry, m) for entry, m in zip(members, metrics["members"], strict=True)),
+        tools_unwired=tuple(metrics["tools_unwired"]),
+        notify_unwired=tuple(metrics["notify_unwired"]),
     )
 
 
@@ -413,6 +434,8 @@ def summary_markdown(s: SwarmSummary) -> str:
     also = s.also_reached()
     if also:
         lines += ["**Caps and shares reached**: " + "; ".join(r.words() for r in also), ""]
+    if s.unwired_words():
+        lines += [f"**Unwired**: {s.unwired_words()}", ""]
     lines += [f"**Spent**: {s.spent_words()}", ""]
     # an indented code block: monospace, so the columns line up
     lines += [f"    {line}" for line in members_text(s.members).splitlines()]
@@ -442,7 +465,7 @@ def row_cells(row: MemberRow) -> list[str]:
     return [
         name,
         row.status or "never started",
-        "–" if row.time is None else f"{row.time:g} s",
+        "–" if row.time is None else seconds(row.time),
         f"{row.steps:,}",
         f"{row.tokens:,}",
         format_cost(row.cost),

@@ -1,7 +1,10 @@
 """What the swarm leaves in the sample: its result, ledger and metrics records, each in the store
 and logged as an InfoEvent; the `result` events of how members ended and the answer, and the
-`stop` event; the members' submissions; and, for people, the summary in Markdown and the
+`stop` event; the `submissions` event with the outputs of the members that submitted; and, for people, the summary in Markdown and the
 words that end each member's timeline.
+
+The summary is the swarm's first event: a pending InfoEvent logged when the swarm starts and
+filled in when it ends, so a viewer shows it above the members' lanes and the raw records.
 
 Each record is a projection of the members' state (`MemberRun`), the meter's ledger and the
 bus; this module is the one place that writes them.
@@ -11,9 +14,11 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from inspect_ai.event import InfoEvent
 from inspect_ai.log import transcript
 from inspect_ai.log._samples import sample_active
 from inspect_ai.util import store
+from pydantic import JsonValue
 
 from .._contracts._schema import (
     ENDED_SOURCE,
@@ -21,7 +26,6 @@ from .._contracts._schema import (
     LEDGER_KEY,
     METRICS_KEY,
     RESULT_KEY,
-    SUBMISSIONS_KEY,
     SUMMARY_SOURCE,
     SwarmLedger,
 )
@@ -75,10 +79,23 @@ def log_member_end(words: str) -> None:
     transcript().info(words, source=ENDED_SOURCE)
 
 
-def log_summary(summary: SwarmSummary) -> None:
-    """Log the swarm's summary, in Markdown (the viewer renders it), as an InfoEvent; and a
-    warning, which the console shows, when the swarm or a member reached a cap or share."""
-    transcript().info(summary_markdown(summary), source=SUMMARY_SOURCE)
+_SUMMARY_PENDING = "*The swarm is running: its summary comes here when it ends.*"
+
+
+def open_summary() -> InfoEvent:
+    """Log the summary's InfoEvent, pending, as the swarm's first event."""
+    event = InfoEvent(source=SUMMARY_SOURCE, data=_SUMMARY_PENDING, pending=True)
+    transcript()._event(event)
+    return event
+
+
+def log_summary(event: InfoEvent, summary: SwarmSummary) -> None:
+    """Fill in the summary's event (from `open_summary()`) with the swarm's summary, in
+    Markdown (the viewer renders it); and log a warning, which the console shows, when the
+    swarm or a member reached a cap or share."""
+    event.data = summary_markdown(summary)
+    event.pending = None
+    transcript()._event_updated(event)
     if summary.reached:
         active = sample_active()
         where = "" if active is None else f"sample {active.sample.id} (epoch {active.epoch}): "
@@ -99,17 +116,15 @@ def write_metrics(metrics: dict[str, Any]) -> None:
     transcript().info({"type": "metrics", "metrics": metrics}, source=EVIDENCE_SOURCE)
 
 
-def write_submissions(members: Sequence[MemberRun]) -> None:
-    """Write each submitting member's output to the sample store, once every member has
-    ended (while members run, no record holds another member's answer)."""
-    store().set(
-        SUBMISSIONS_KEY,
-        {
-            m.name: m.output.model_dump(mode="json", exclude_none=True)
-            for m in members
-            if m.submitted and m.output is not None
-        },
-    )
+def log_submissions(members: Sequence[MemberRun]) -> None:
+    """Log each submitting member's output as an `inspect_swarm` InfoEvent, once every member
+    has ended (while members run, nothing the swarm writes holds another member's answer)."""
+    outputs: dict[str, JsonValue] = {
+        m.name: m.output.model_dump(mode="json", exclude_none=True)
+        for m in members
+        if m.submitted and m.output is not None
+    }
+    transcript().info({"type": "submissions", "outputs": outputs}, source=EVIDENCE_SOURCE)
 
 
 def metrics_record(

@@ -42,6 +42,11 @@ def check_member_sandboxes(roster: Sequence[MemberSpec]) -> None:
             )
 
 
+def sample_has_sandbox() -> bool:
+    """Whether the running sample has any sandbox environment."""
+    return bool(sandbox_environments_context_var.get(None))
+
+
 def check_environments_exist(roster: Sequence[MemberSpec]) -> None:
     """The environments members name exist in the sample (checked when the swarm starts)."""
     wanted = [m.sandbox for m in roster if m.sandbox is not None]

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 _ROWS = "swarm_member_rows"
 _EVAL = ("task_name", "task_arg_*", "solver", "solver_args", "model")
 _SKIPPED = {"events", "messages", "attachments"}
+_UNWIRED = ("tools_unwired", "notify_unwired")
+"""The metrics' lists of members that missed the channels' tools or notices."""
 
 
 def _member_rows(sample: EvalSample | EvalSampleSummary) -> str:
@@ -77,6 +79,8 @@ def members_df(
       `tokens`, `cost`, `calls`, `submissions`, `bridged`, `cancelled`,
       `background_started`, `background_cancelled`, `longest_identical_tool_run`.
     - `gate_checks`, `gate_passes`, `first_pass_time`.
+    - `tools_unwired`, `notify_unwired`: it missed the channels' tools or notices (the
+      metrics' wiring checks).
     - `delivery`, and per channel with records `comm_<channel>_records`, `_record_bytes`,
       `_rejections` (all limits together), `_reads`, `_listings` and `_notices`.
     - `waits`, `wait_time`, `idle_time` and `waits_<outcome>` per outcome.
@@ -124,8 +128,9 @@ def member_rows(store: dict[str, Any], scores: dict[str, Any] | None) -> list[di
         if score.metadata and "member_scoring" in score.metadata
     }
     answer = result["final"]["member"]
+    unwired = {key: set(metrics[key]) for key in _UNWIRED}
     return [
-        _row(entry, own, m, answer, own_scores)
+        _row(entry, own, m, answer, own_scores, unwired)
         for entry, own, m in zip(
             result["members"], ledger["members"], metrics["members"], strict=True
         )
@@ -138,6 +143,7 @@ def _row(
     m: dict[str, Any],
     answer: str | None,
     own_scores: dict[str, dict[str, Any]],
+    unwired: dict[str, set[str]],
 ) -> dict[str, Any]:
     name = entry["name"]
     row: dict[str, Any] = {
@@ -166,6 +172,7 @@ def _row(
         "waits": m["waits"],
         "wait_time": m["wait_time"],
         "idle_time": m["idle_time"],
+        **{key: name in members for key, members in unwired.items()},
     }
     for channel, comm in (m["comm"] or {}).items():
         for field in ("records", "record_bytes", "reads", "listings", "notices"):

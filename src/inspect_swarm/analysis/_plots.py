@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from inspect_ai.log import EvalSample
 
+from .._contracts._schema import METRICS_KEY
 from ._views import comm_reads, swarm_timeline, sweep_arms
 
 if TYPE_CHECKING:
@@ -29,6 +30,12 @@ def _figure(width: float, height: float) -> "Figure":
             "The swarm plots need matplotlib: pip install 'inspect_swarm[viz]'."
         ) from None
     return Figure(figsize=(width, height), layout="constrained")
+
+
+def _has_channel(sample: EvalSample) -> bool:
+    """Whether the sample's swarm had a channel that records (its members' `comm` has one)."""
+    metrics = sample.store.get(METRICS_KEY) or {}
+    return any(m["comm"] for m in metrics.get("members", []))
 
 
 def plot_timeline(sample: EvalSample) -> "Figure":
@@ -92,8 +99,17 @@ def plot_comm(sample: EvalSample) -> "Figure":
 
     Returns:
         The figure (`comm_reads()` gives its data).
+
+    Raises:
+        ValueError: The swarm had no channel that records.
     """
     reads = comm_reads(sample)
+    if not reads and not _has_channel(sample):
+        raise ValueError(
+            f"plot comm: the swarm of sample {sample.id!r} (epoch {sample.epoch}) had no channel "
+            "that records (filesystem only, or channels=[]), so there is no communication to "
+            "draw. Use a channel such as shared_memory() to record who reads whom."
+        )
     members = swarm_timeline(sample).members
     n = len(members)
     at = {

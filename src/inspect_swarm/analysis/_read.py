@@ -97,6 +97,9 @@ class SwarmSample:
         )
 
 
+_LOG_SUFFIXES = (".eval", ".json")
+
+
 def log_files(log: str | os.PathLike[str]) -> list[str]:
     """The log itself, or the logs in a directory (its subdirectories too)."""
     text = os.fspath(log)
@@ -106,6 +109,11 @@ def log_files(log: str | os.PathLike[str]) -> list[str]:
         raise FileNotFoundError(
             f"{text}: no such log or log directory. Give an .eval or .json log, or a directory "
             "of logs (inspect eval writes them to ./logs by default)."
+        )
+    if Path(text).suffix not in _LOG_SUFFIXES:
+        raise ValueError(
+            f"{text}: not an Inspect log. Give an .eval or .json log that inspect eval wrote, or "
+            "a directory of logs."
         )
     return [text]
 

@@ -291,10 +291,11 @@ def sweep_arms(
         The arms, in the order of their arguments (numbers by value).
 
     Raises:
-        ValueError: `scorer` scored none of the samples.
+        ValueError: The logs hold more than one task, or `scorer` scored none of the samples.
     """
     paths = [logs] if isinstance(logs, str | os.PathLike) else list(logs)
     samples = [s for path in paths for s in read_swarm_samples(path)]
+    _check_one_task(samples)
     _check_scorer(samples, scorer)
     by_arm: dict[str, list[SwarmSample]] = defaultdict(list)
     for s in samples:
@@ -312,6 +313,16 @@ def sweep_arms(
             )
         )
     return sorted(arms, key=lambda a: arm_order(a.arm))
+
+
+def _check_one_task(samples: list[SwarmSample]) -> None:
+    """Refuse logs of different tasks: their samples are no arms of one sweep."""
+    tasks = sorted({s.task for s in samples})
+    if len(tasks) > 1:
+        raise ValueError(
+            f"sweep: the logs hold {len(tasks)} tasks ({', '.join(tasks)}), and a sweep compares "
+            "arms of one task. Give the logs of one task (a directory of its own, or its files)."
+        )
 
 
 def _check_scorer(samples: list[SwarmSample], scorer: str | None) -> None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ._output import Output
 
 if TYPE_CHECKING:
+    from .._contracts._summary import SwarmSummary
     from ..analysis._read import SwarmSample
 
 AddParser = Callable[..., argparse.ArgumentParser]
@@ -92,15 +93,27 @@ def _listing(output: Output, samples: list[SwarmSample]) -> None:
                 _arm(s) or "-",
                 str(s.id),
                 str(s.epoch),
-                "no swarm" if summary is None else (summary.member or "none"),
+                "no swarm" if summary is None else _answer(summary),
+                "-" if summary is None else (summary.member or "-"),
                 "-" if summary is None else (summary.stop_reason or summary.ended_by or "error"),
                 "-" if summary is None else "; ".join(r.short() for r in summary.reached) or "-",
                 _score(s),
                 "-" if summary is None else f"{summary.cost:.4f}",
             ]
         )
-    headers = ["TASK", "ARM", "SAMPLE", "EPOCH", "ANSWER", "STOP", "REACHED", "SCORE", "COST $"]
-    output.table(headers, rows)
+    headers = [
+        "TASK", "ARM", "SAMPLE", "EPOCH", "ANSWER", "FROM", "STOP", "REACHED", "SCORE", "COST $",
+    ]  # fmt: skip
+    output.table(headers, rows, piped_header=True)
+
+
+def _answer(summary: SwarmSummary) -> str:
+    """The answer's text, quoted on one line (`none` with no submission)."""
+    from .._contracts._summary import quote_answer
+
+    if summary.member is None:
+        return "none"
+    return quote_answer(summary.answer) if summary.answer else "(empty)"
 
 
 def _detail(output: Output, s: SwarmSample) -> None:
@@ -117,12 +130,18 @@ def _detail(output: Output, s: SwarmSample) -> None:
     pairs += [("Answer", summary.answer_words()), ("Stopped", summary.stop_sentence())]
     if summary.also_reached():
         pairs.append(("Reached", "; ".join(r.words() for r in summary.also_reached())))
+    if summary.unwired_words():
+        pairs.append(("Unwired", summary.unwired_words()))
     pairs += [("Spent", summary.spent_words()), ("Score", _score(s))]
     if s.error:
         pairs.append(("Error", s.error.splitlines()[0]))
     output.fields(pairs)
     output.line()
-    output.table([h.upper() for h in TABLE_HEADER], [row_cells(row) for row in summary.members])
+    output.table(
+        [h.upper() for h in TABLE_HEADER],
+        [row_cells(row) for row in summary.members],
+        piped_header=True,
+    )
 
 
 def _sample_json(s: SwarmSample) -> dict[str, Any]:

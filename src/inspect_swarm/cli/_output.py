@@ -1,8 +1,8 @@
 """What the CLI prints: tables on a terminal, tab-separated lines in a pipe, JSON when asked.
 
 On a terminal, listings are rich tables with headers and one record is a grid of its fields;
-in a pipe, each row is one line of tab-separated values without a header (as gh prints them),
-and times are ISO 8601. `--json` prints the API's own objects. rich is imported only to draw
+in a pipe, each row is one line of tab-separated values, without a header (as gh prints them)
+but for the tables of logs, and times are ISO 8601. `--json` prints the API's own objects. rich is imported only to draw
 on a terminal, so the CLI starts fast in scripts.
 """
 
@@ -37,17 +37,21 @@ class Output:
         """One line of text."""
         self.stream.write(text + "\n")
 
-    def table(self, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-        """Rows under headers on a terminal; tab-separated lines in a pipe."""
+    def table(
+        self, headers: Sequence[str], rows: Sequence[Sequence[str]], *, piped_header: bool = False
+    ) -> None:
+        """Rows under headers on a terminal; tab-separated lines in a pipe, under a line of the
+        headers with `piped_header`."""
         if not self.terminal:
-            for row in rows:
+            for row in [headers, *rows] if piped_header else rows:
                 self.line("\t".join(row))
             return
         from rich.table import Table
 
         table = Table(box=None, header_style="bold", pad_edge=False)
         for header in headers:
-            table.add_column(header, overflow="fold")
+            # a narrow terminal folds the cells, never a header's word
+            table.add_column(header, overflow="fold", min_width=len(header))
         for row in rows:
             table.add_row(*row)
         self._print(table)

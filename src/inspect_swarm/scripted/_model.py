@@ -34,6 +34,7 @@ from .._context import current_member, current_swarm
 from ._script import (
     LOOP_SEPARATOR,
     MAIN,
+    After,
     ScriptPrice,
     ScriptSource,
     ScriptUsage,
@@ -84,6 +85,8 @@ class ScriptedModelAPI(ModelAPI):
         # id) of a member's nested loop; outside every sample, one set of counters for the model
         self._counters: WeakKeyDictionary[ActiveSample, dict[_Counter, int]] = WeakKeyDictionary()
         self._unbound_counters: dict[_Counter, int] = {}
+        # per active sample, what calls held until a member's step wait on
+        self._stepped: WeakKeyDictionary[ActiveSample, anyio.Event] = WeakKeyDictionary()
         # nested loops are looked up only for a script that routes them
         self._routes_loops = self.script.routes_loops()
         self._loop_names: dict[str, str | None] = {}
@@ -101,6 +104,8 @@ class ScriptedModelAPI(ModelAPI):
         sample_id = None if active is None else str(active.sample.id)
         counter = self._route(member, sample_id)
         number, step = self._next_step(active, counter, sample_id)
+        if step.after is not None:
+            await self._hold(step.after, active)
         if step.delay > 0:
             await anyio.sleep(step.delay)
         if step.error is not None:
@@ -158,6 +163,10 @@ class ScriptedModelAPI(ModelAPI):
         )
         number = counters.get(counter, 0) + 1
         counters[counter] = number
+        # calls held until a member's step look again
+        stepped = None if active is None else self._stepped.pop(active, None)
+        if stepped is not None:
+            stepped.set()
         name = counter[0]
         steps = self.script.steps_for(name, sample_id)
         if steps is not None and number <= len(steps):
@@ -165,6 +174,24 @@ class ScriptedModelAPI(ModelAPI):
         if self.script.then is not None:
             return number, self.script.then
         raise ScriptError(self._no_step_message(name, active, steps))
+
+    async def _hold(self, after: After, active: ActiveSample | None) -> None:
+        """Hold a call until what `after` names has happened in its sample."""
+        swarm = current_swarm()
+        if active is None or swarm is None:
+            raise ScriptError(
+                f"The script of {API_NAME}/{self.model_name} holds a step (`after: {after}`), "
+                "but the call is outside every swarm: remove `after` from the step."
+            )
+        if after == "stop":
+            await swarm.stop_begun(current_member() or MAIN)
+            return
+        counters = self._counters.setdefault(active, {})
+        while counters.get((after.member, None), 0) < after.step:
+            stepped = self._stepped.get(active)
+            if stepped is None:
+                stepped = self._stepped[active] = anyio.Event()
+            await stepped.wait()
 
     def _no_step_message(
         self, name: str, active: ActiveSample | None, steps: list[Step] | None

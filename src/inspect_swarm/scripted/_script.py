@@ -4,7 +4,7 @@ from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from os import PathLike
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import yaml
 from inspect_ai.model import StopReason
@@ -15,6 +15,7 @@ from pydantic import (
     JsonValue,
     NonNegativeFloat,
     NonNegativeInt,
+    PositiveInt,
     ValidationError,
     field_validator,
     model_validator,
@@ -65,6 +66,23 @@ class StepUsage(BaseModel):
     """Output tokens of the call."""
 
 
+class AfterStep(BaseModel):
+    """A call of another member of the same sample and epoch, which a held step waits for."""
+
+    model_config = _CONFIG
+
+    member: str
+    """The member's name (its own steps, not a nested loop's)."""
+
+    step: PositiveInt
+    """The number of the member's call: once that call has reached the model, the member's
+    earlier steps are done (their tools have run)."""
+
+
+After: TypeAlias = Literal["stop"] | AfterStep
+"""What a step waits for before it returns: the swarm's stop, or another member's call."""
+
+
 class Step(BaseModel):
     """What one model call returns.
 
@@ -93,6 +111,11 @@ class Step(BaseModel):
 
     delay: NonNegativeFloat = 0.0
     """Seconds to wait before the call returns (or raises)."""
+
+    after: After | None = None
+    """Hold the call until this has happened, then return (after `delay`): `"stop"`, the
+    swarm's stop has begun (or no stop can come); `{member: w-1, step: 2}`, that member's second call has reached
+    the model. The order of members' steps then depends on no timing."""
 
     usage: StepUsage | None = None
     """Usage of this call (default: the script's `usage`)."""

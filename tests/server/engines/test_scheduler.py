@@ -13,7 +13,7 @@ import pytest
 
 from inspect_swarm.server._serve import assemble
 from inspect_swarm.server.domain._server import SwarmServer
-from inspect_swarm.server.edge._schema import StartBody, body_hash
+from inspect_swarm.server.edge._schema import start_request
 from inspect_swarm.server.engines import _local
 from inspect_swarm.server.engines._command import Capacity
 from inspect_swarm.server.model._keys import Owner
@@ -51,7 +51,7 @@ async def small_machine(
 def start(domain: SwarmServer, command: str, vcpus: int = 1, count: int = 2) -> str:
     """Start a run of `count` sandboxes of `vcpus` and 1 GiB; its id."""
     raw = {"command": command, "count": count, "size": {"vcpus": vcpus, "memoryGb": 1}}
-    view, _ = domain.start(OWNER, StartBody.model_validate(raw).domain(body_hash(raw), None))
+    view, _ = domain.start(OWNER, start_request(raw, None))
     return view.run.id
 
 

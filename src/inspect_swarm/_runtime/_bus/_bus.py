@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol, cast
 
 import anyio
+from inspect_ai._util.logger import warn_once
 from inspect_ai.event import ModelEvent
 from inspect_ai.log import transcript
 from inspect_ai.model import ChatMessage, ChatMessageUser
@@ -57,6 +58,7 @@ _WIRING = {
         f"Put swarm_tools() in its agent's tools {_BUILDER}. A bridged agent takes them as "
         "host tools: pass bridged_tools=[swarm_bridged_tools()] to its agent or to "
         "sandbox_agent_bridge(), in its builder.",
+        "made model calls without the channels' tools (swarm_tools() not wired)",
     ),
     "swarm_on_continue": (
         "reached its second model call without running swarm_on_continue(), so it gets no "
@@ -64,9 +66,11 @@ _WIRING = {
         f"Make swarm_on_continue() its agent's on_continue (around the hook it had, "
         f"swarm_on_continue(inner)) {_BUILDER}. An agent that calls no on_continue hook "
         'needs member(..., delivery="poll") instead.',
+        "went on without notices (swarm_on_continue() not wired)",
     ),
 }
-"""Per missing piece of wiring: what the member did without it, and how to wire it."""
+"""Per missing piece of wiring: what the member did without it, how to wire it, and the gist
+for the console's one warning."""
 
 
 class BusWatcher(Protocol):
@@ -755,8 +759,9 @@ class SwarmBus:
         )
 
     def _warn_wiring(self, member: str) -> None:
-        """Say, once per member and piece, that a member misses the swarm's tools or notices:
-        as a warning in Python's logging (Inspect's console and log) and a `wiring` event."""
+        """Say, once per member and piece, that a member misses the swarm's tools or notices,
+        in a `wiring` event; and once per piece, in a warning in Python's logging (Inspect's
+        console and log)."""
         missing = [
             piece
             for piece, misses in (
@@ -767,11 +772,22 @@ class SwarmBus:
         ]
         for piece in missing:
             self._warned.add((member, piece))
-            done, fix = _WIRING[piece]
+            done, fix, gist = _WIRING[piece]
             channels = ", ".join(name for name, o in self._channels.items() if o.tools)
-            logger.warning("Swarm member %r %s %s", member, done.format(channels=channels), fix)
+            # the console says it once; the events say who and how to fix it
+            warn_once(
+                logger,
+                f"inspect_swarm: members {gist}. The swarm's summary names them and its "
+                "`wiring` events give the fix; member(swarm_react, ...) is wired.",
+            )
             transcript().info(
-                {"type": "wiring", "member": member, "missing": piece, "fix": fix},
+                {
+                    "type": "wiring",
+                    "member": member,
+                    "missing": piece,
+                    "done": done.format(channels=channels),
+                    "fix": fix,
+                },
                 source=EVIDENCE_SOURCE,
             )
 

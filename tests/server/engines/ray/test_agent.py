@@ -133,6 +133,7 @@ async def test_a_long_lived_sandbox_is_used_by_its_id(agent: NodeAgent, tmp_path
         None,
         ROOT,
         False,
+        None,
     )
     assert ok
     assert await agent.held("sbx-live", HeldSandbox.read, key, "stdout") == (True, b"node-a\n")

@@ -414,7 +414,8 @@ _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 def _not_offered() -> APIRouter:
     """E2B's 501 for the rest of E2B's API: the SDK shows its message (a 404 or 405 in
     another shape would be taken for a missing sandbox, or fail to parse)."""
-    router = APIRouter()
+    # not in the OpenAPI document, which describes what the server offers
+    router = APIRouter(include_in_schema=False)
 
     async def refuse(request: Request) -> Response:
         raise E2BError(
