@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from inspect_swarm._context import _swarm
+
 from .ray_cluster import RayCluster, enter_own_network_namespace, start_cluster
 from .servers import engine, server
 
@@ -28,6 +30,14 @@ def user_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         del os.environ["XDG_CONFIG_HOME"]
     else:
         os.environ["XDG_CONFIG_HOME"] = old
+
+
+@pytest.fixture(autouse=True)
+def no_swarm_left_behind() -> Iterator[None]:
+    """A stand-in run a test makes current (tests/channels/helpers.py: `FakeHost`) is current
+    for that test alone, never for the tests after it on the same worker."""
+    yield
+    _swarm.set(None)
 
 
 @pytest.fixture(params=["asyncio", "trio"])

@@ -49,6 +49,7 @@ def test_each_member_end_and_the_answer_are_logged_before_the_ledger(
         ("result", "member_result", "react-2"),
         ("stop", None, None),
         ("result", "final", "react-2"),
+        ("submissions", None, None),
         ("ledger", None, None),
         ("metrics", None, None),
     ]
