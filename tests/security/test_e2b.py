@@ -6,6 +6,7 @@ Played with the unmodified e2b SDK, as a user of one sandbox who goes after anot
 from __future__ import annotations
 
 import gzip
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -209,3 +210,58 @@ def test_a_sandbox_is_paused_and_resumed_only_within_its_owners_reach(
     with pytest.raises(e2b.SandboxException):
         e2b.Sandbox.connect(victim.sandbox_id, api_key=OTHER_KEY)
     assert e2b.Sandbox.get_info(victim.sandbox_id).state == e2b.SandboxState.PAUSED
+
+
+def _port(server: Server, sandbox: e2b.Sandbox, port: int, token: str = "") -> httpx.Response:
+    """A request to `port` of `sandbox` through the server, as `get_host` routes it."""
+    headers = {"host": sandbox.get_host(port)} | (
+        {"e2b-traffic-access-token": token} if token else {}
+    )
+    return httpx.get(f"{server.url}/", headers=headers, timeout=30)
+
+
+def test_a_port_reaches_its_own_sandboxs_loopback_only(
+    server: Server, two: tuple[e2b.Sandbox, e2b.Sandbox]
+) -> None:
+    victim, attacker = two
+    # a server of the host's, on loopback: through a sandbox's port it is that sandbox's
+    with socket.create_server(("127.0.0.1", 0)) as host_server:
+        port = host_server.getsockname()[1]
+        answer = _port(server, attacker, port)
+        assert answer.status_code == 502, answer.text
+        assert "nothing listens" in answer.json()["message"]
+        host_server.settimeout(0)
+        with pytest.raises(BlockingIOError):
+            host_server.accept()  # no connection ever reached it
+    # the attacker listens on a port; the victim's same port is the victim's (nothing there)
+    listening = attacker.commands.run(
+        "python3 -m http.server 8001 --bind 127.0.0.1", background=True
+    )
+    deadline = time.monotonic() + 60
+    while _port(server, attacker, 8001).status_code != 200:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert _port(server, victim, 8001).status_code == 502
+    listening.kill()
+    # no port number outside TCP's, nor a name that is not a sandbox's
+    for host in (f"0-{victim.sandbox_id}.x", f"70000-{victim.sandbox_id}.x", "80-nobody.x"):
+        answer = httpx.get(f"{server.url}/", headers={"host": host}, timeout=30)
+        assert answer.status_code in (400, 502), answer.text
+
+
+def test_a_private_port_opens_to_its_own_traffic_token_only(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    point_e2b_at(server, monkeypatch)
+    victim = e2b.Sandbox.create(network={"allow_public_traffic": False})
+    attacker = e2b.Sandbox.create(network={"allow_public_traffic": False})
+    try:
+        assert victim.traffic_access_token != attacker.traffic_access_token
+        for token in ("", str(attacker.traffic_access_token), str(victim._envd_access_token)):
+            assert _port(server, victim, 8000, token).status_code == 403
+        # another account reaches neither the sandbox nor, so, its token
+        with pytest.raises(e2b.SandboxException):
+            e2b.Sandbox.connect(victim.sandbox_id, api_key=OTHER_KEY)
+    finally:
+        attacker.kill()
+        victim.kill()

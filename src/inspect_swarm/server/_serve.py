@@ -12,6 +12,7 @@ import socket
 import stat
 import sys
 from collections.abc import Callable
+from importlib.util import find_spec
 from pathlib import Path
 
 import uvicorn
@@ -363,7 +364,8 @@ def _run(
         access_log=False,
         timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN_SECONDS,
         http=protocol,
-        ws="none",  # no route takes a WebSocket: an upgrade is a plain request
+        # only forwarded ports take a WebSocket (the E2B surface, with websockets installed)
+        ws="websockets-sansio" if find_spec("websockets") else "none",
         limit_concurrency=max_connections,
     )
     try:

@@ -59,6 +59,8 @@ class LongLivedSandbox:
     call's)."""
     token: str
     """The access token its E2B daemon requires (`X-Access-Token`)."""
+    traffic_token: str | None
+    """The token a request to one of its ports must carry, if its ports are not public."""
     sandbox: LiveSandbox
     started_at: float
     end_at: float
@@ -156,6 +158,7 @@ class LongLivedSandboxes:
                 **spec.env,
             },
             token=secrets.token_urlsafe(24),
+            traffic_token=None if spec.public_traffic else secrets.token_urlsafe(24),
             sandbox=sandbox,
             started_at=now,
             end_at=now + lifetime,

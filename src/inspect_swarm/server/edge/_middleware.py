@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import h11
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 
@@ -256,13 +257,22 @@ def http_protocol(
                 self._await_head()
 
         def connection_lost(self, exc: Exception | None) -> None:
+            self._let_go()
+            super().connection_lost(exc)
+
+        def handle_websocket_upgrade(self, event: h11.Request) -> None:
+            # the connection is the WebSocket protocol's from now on (a forwarded port's),
+            # which this protocol no longer sees end
+            self._let_go()
+            super().handle_websocket_upgrade(event)
+
+        def _let_go(self) -> None:
             self._stop_waiting()
             if self._counted is not None:
                 open_from[self._counted] -= 1
                 if not open_from[self._counted]:
                     del open_from[self._counted]
                 self._counted = None
-            super().connection_lost(exc)
 
         def _await_head(self) -> None:
             self._stop_waiting()

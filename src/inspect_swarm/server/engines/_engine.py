@@ -13,6 +13,7 @@ stand-ins that relay each operation to the node holding the sandbox.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -117,6 +118,12 @@ class LiveSandbox(Protocol):
 
     def user(self, name: str) -> User:
         """A user of the sandbox's /etc/passwd (SandboxError for none); blocks."""
+        ...
+
+    def dial(self, port: int) -> socket.socket:
+        """A TCP connection to `port` on the sandbox's own loopback, for forwarding a port;
+        blocks. SandboxError when the engine cannot reach it (the sandbox shares the host's
+        network, or is on another node); ConnectionRefusedError when nothing listens."""
         ...
 
     def as_user(self, user: User, operation: Callable[[str], T]) -> T:

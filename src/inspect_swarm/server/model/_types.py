@@ -163,6 +163,8 @@ class SandboxSpec:
     """Variables of every command in it."""
     pause_on_timeout: bool = False
     """Whether its timeout pauses it (E2B's `auto_pause`) rather than ends it."""
+    public_traffic: bool = True
+    """Whether its forwarded ports take requests without its traffic token."""
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ from ._child_process import ChildProcess, HostProcess, SandboxProcess, SpawnOpti
 from ._disks import Disk, DiskError, DiskPool
 from ._forward import MAX_CONNECTIONS, Forwarder
 from ._init import KEPT_CAPABILITIES
+from ._ports import dial
 from ._terminal import Terminal, TerminalSize, open_in_root, open_on_host
 from ._watch import DirectoryWatch
 
@@ -220,6 +221,16 @@ class Sandbox:
             raise
         return watch
 
+    def dial(self, port: int) -> socket.socket:
+        """A TCP connection to `port` on the sandbox's own loopback; blocks.
+
+        SandboxError when the sandbox's network is the host's (its ports are the host's, which
+        the server never forwards); ConnectionRefusedError when nothing listens there."""
+        raise SandboxError(
+            f"sandbox {self.id} shares the host's network, so its ports are the host's: "
+            "the server forwards ports only of sandboxes with a network of their own"
+        )
+
     async def ended(self) -> None:
         """Wait until the sandbox ends on its own (in this mode it never does)."""
         await anyio.sleep_forever()
@@ -332,6 +343,8 @@ class NamespaceSandbox(Sandbox):
     """Where the sandbox's disk came from, which lets it go once the sandbox has ended."""
     control: socket.socket | None = None
     """PID 1's control socket: it starts and signals commands, and ends with it."""
+    loopback: bool = False
+    """Whether it has a network namespace of its own (else it shares the host's)."""
     forwarder: Forwarder | None = None
     listener: socket.socket | None = None
     """A socket listening inside the sandbox, whose connections go to the server."""
@@ -348,9 +361,13 @@ class NamespaceSandbox(Sandbox):
 
         Not `/proc/<pid>/root`: once PID 1 ends, its pid may be a host process's.
         """
+        self._check_live()
+        return f"/proc/self/fd/{self.root_fd}"
+
+    def _check_live(self) -> None:
+        """ProcessLookupError once PID 1 has ended."""
         if self.root_fd < 0 or self.init_fd < 0 or _ended(self.init_fd):
             raise ProcessLookupError(errno.ESRCH, f"sandbox {self.id} has ended")
-        return f"/proc/self/fd/{self.root_fd}"
 
     def as_user(self, user: User, operation: Callable[[str], T]) -> T:
         """`operation(root)` on a thread with the ids, groups and capabilities a process of
@@ -360,6 +377,20 @@ class NamespaceSandbox(Sandbox):
         return _sandbox_files.run_as(
             root_fd, user.name, user.uid, user.gid, _kept_mask(), operation
         )
+
+    def dial(self, port: int) -> socket.socket:
+        """A TCP connection to `port` on the sandbox's own loopback (see `_ports`); blocks."""
+        if not self.loopback:
+            return super().dial(port)
+        with self._fds:
+            self._check_live()
+            namespace = os.open(f"/proc/{self.init_pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            # opened before PID 1 ended, or its pid could have been a host process's
+            self._check_live()
+            return dial(namespace, port)
+        finally:
+            os.close(namespace)
 
     def _terminal(self, user: User, size: TerminalSize) -> Terminal:
         """A terminal of the sandbox's own devpts, opened as `user` (so it is theirs)."""
@@ -719,6 +750,7 @@ class SandboxHost:
         sandbox.layer_fd = handles.pop("layer", -1)
         sandbox.root_fd = _open_root(sandbox.init_pid)
         sandbox.forwarder = self._forwarder
+        sandbox.loopback = self.config.network == "none"
         if "listener" in handles:
             sandbox.listen(socket.socket(fileno=handles["listener"]))
 

@@ -31,6 +31,11 @@ class E2BCreateBody(BaseModel):
     metadata: dict[str, str] = {}
     envVars: dict[str, str] = {}
     autoPause: bool = Field(default=False, description="Whether its timeout pauses it.")
+    network: dict[str, Any] = Field(
+        default={},
+        description="`allowPublicTraffic`: false to open its ports only to requests with its "
+        "`trafficAccessToken` (in `e2b-traffic-access-token`).",
+    )
 
 
 class E2BTimeoutBody(BaseModel):
@@ -68,6 +73,7 @@ class E2BCreated(BaseModel):
     clientID: str
     envdVersion: str
     envdAccessToken: str
+    trafficAccessToken: str | None
     domain: None
 
 

@@ -42,6 +42,7 @@ from ._answers import (
 )
 from ._envd import Envd, bad_request, connect_code
 from ._filesystem_service import FilesystemService, read_files, write_files
+from ._ports import PortRouter
 from ._process_service import ProcessService
 from ._wire import E2BError, created, detailed, listed, measured
 
@@ -68,6 +69,8 @@ def mount(app: FastAPI, server: SwarmServer, max_file: int) -> None:
     app.mount("/filesystem.Filesystem", _Admitted(filesystem, envd))
     # last: the paths above are matched first, whatever their method
     app.include_router(_not_offered())
+    # outermost: a request for a sandbox's port is the sandbox's, whatever its path
+    app.add_middleware(PortRouter, server=server)
 
 
 class _Admitted:
@@ -246,6 +249,22 @@ def _check_memory_kept(body: dict[str, Any], option: str) -> None:
         )
 
 
+def _public_traffic(body: dict[str, Any]) -> bool:
+    """Whether the body's `network` leaves the sandbox's ports open to requests without its
+    traffic token (E2B's default)."""
+    network = body.get("network") or {}
+    if not isinstance(network, dict):
+        raise E2BError(400, f"network must be an object, got {shown(network)}")
+    public = network.get("allowPublicTraffic")
+    if public is None:
+        return True
+    if not isinstance(public, bool):
+        raise E2BError(
+            400, f"network.allowPublicTraffic must be true or false, got {shown(public)}"
+        )
+    return public
+
+
 def _metadata_filter(text: str | None) -> dict[str, str]:
     # the SDK quotes each key and value, then url-encodes the pairs into one parameter
     return {unquote(k): unquote(v) for k, v in parse_qsl(text or "", keep_blank_values=True)}
@@ -301,8 +320,15 @@ def _control_plane(server: SwarmServer) -> APIRouter:
             check_env("envVars", env)
             check_command_line("envVars", [], env)
         lifetime = DEFAULT_TIMEOUT if timeout is None else timeout
-        pause = _pause_on_timeout(body)
-        spec = SandboxSpec(template, E2B_SIZE, lifetime, metadata, env, pause)
+        spec = SandboxSpec(
+            template,
+            E2B_SIZE,
+            lifetime,
+            metadata,
+            env,
+            pause_on_timeout=_pause_on_timeout(body),
+            public_traffic=_public_traffic(body),
+        )
         return JSONResponse(created(await server.start_sandbox(owner, spec)), status_code=201)
 
     @route(

@@ -39,6 +39,7 @@ def created(box: LongLivedSandbox) -> dict[str, Any]:
         "clientID": "local",
         "envdVersion": ENVD_VERSION,
         "envdAccessToken": box.token,
+        "trafficAccessToken": box.traffic_token,
         "domain": None,
     }
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import socket
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -182,6 +183,13 @@ class RaySandbox:
             await self.call(HeldSandbox.freeze, frozen)
         except ray.exceptions.RayError:
             raise ProcessLookupError(errno.ESRCH, self._gone()) from None
+
+    def dial(self, port: int) -> socket.socket:
+        """Refused: a connection made on the sandbox's node would have to be relayed."""
+        raise SandboxError(
+            f"sandbox {self.id}: the Ray engine does not forward sandboxes' ports "
+            "(run the server with the local engine for them)"
+        )
 
     async def watch(self, user: User, path: str, recursive: bool) -> RayWatch:
         """Watch a directory of the sandbox, on its node."""
