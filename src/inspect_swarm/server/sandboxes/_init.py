@@ -329,14 +329,17 @@ def _keep_system(path: str, members: set[str] | None = None) -> list[list[str]]:
     return kept
 
 
-def _add_user(base: str, name: str, uid: int) -> None:
+def _add_user(base: str, name: str, uid: int) -> int:
     """Add the account `name` to the base layer's /etc, with `uid` or the next id that no
     account or group of the host's has: a host user's files in a shared or exposed directory
-    are then not the sandbox user's."""
+    are then not the sandbox user's. Its uid (the host's, if it has a system account of
+    that name)."""
     passwd, group = base + "/etc/passwd", base + "/etc/group"
     with open(passwd) as file:
-        if any(line.split(":")[0] == name for line in file):
-            return
+        for line in file:
+            entry = line.split(":")
+            if entry[0] == name and len(entry) > 2 and entry[2].isdigit():
+                return int(entry[2])
     taken = _host_ids("/etc/passwd") | _host_ids("/etc/group")
     while uid in taken:
         uid += 1
@@ -345,6 +348,7 @@ def _add_user(base: str, name: str, uid: int) -> None:
     _append(group, f"{name}:x:{uid}:\n")
     os.mkdir(base + home, 0o755)
     os.chown(base + home, uid, uid)
+    return uid
 
 
 def _host_ids(path: str) -> set[int]:
@@ -384,6 +388,7 @@ _SKELETON = {
     "/sys": 0o555,
     "/tmp": 0o1777,
     "/run": 0o755,
+    "/run/sudo": 0o755,
     "/run/lock": 0o1777,
     "/root": 0o700,
     "/home": 0o755,
@@ -414,6 +419,10 @@ class _Setup:
         """The seccomp program of PID 1 and every command, with placeholders for PID 1's key."""
         self.key_at: list[int] = []
         """Where the program compares the key's words (low, then high)."""
+        self.uid = -1
+        """The uid of the sandbox's user, who may use sudo."""
+        self.sudo = ""
+        """The sudo program every root has at `SUDO_PROGRAM` (none without a python there)."""
 
 
 def _prepare(settings: dict[str, Any]) -> _Setup:
@@ -440,17 +449,52 @@ def _prepare(settings: dict[str, Any]) -> _Setup:
             setup.layers.append(path)
     _copy_etc(base, settings["etc"], (*setup.layers, "/etc", "/proc"))
     _system_accounts(base)
-    _add_user(base, settings["user"], settings["uid"])
+    setup.uid = _add_user(base, settings["user"], settings["uid"])
     _shadow(base)
     for source, target in settings["mounts"]:
         _mountpoint(base, source, target)
     for source, target in [*((path, path) for path in setup.layers), *settings["exposes"]]:
         setup.unreadable += _unreadable(source, target)
     _mount("none", base, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+    setup.sudo = _install_sudo(settings["tools"], settings["system"])
     program = _command_filter(_MACHINE)
     setup.filter = _pack(program)
     setup.key_at = [at for at, (_, _, _, k) in enumerate(program) if k in _KEY_WORDS]
     return setup
+
+
+SUDO_PROGRAM = "/usr/bin/sudo"
+"""Where every root has the server's sudo (`sandboxes/_sudo.py`), over the host's if it has one."""
+SUDO_SOCKET = "/run/sudo/socket"
+"""Where PID 1 takes sudo's requests, in a read-only tmpfs of the sandbox's own."""
+_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3")
+
+
+def _install_sudo(tools: str, system: list[str]) -> str:
+    """Write the sudo program, run by a python of the sandboxes' system directories, in a
+    read-only tmpfs of the factory's at `tools`; its path ('' if no python is there)."""
+    python = next(
+        (
+            real
+            for real in map(os.path.realpath, (sys.executable, *_PYTHONS))
+            if any(real.startswith(path + "/") for path in system)
+            and os.path.isfile(real)
+            and _readable(os.stat(real))
+        ),
+        "",
+    )
+    if not python:
+        return ""
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_sudo.py")) as source:
+        program = f"#!{python} -IS\n" + source.read()
+    os.makedirs(tools, exist_ok=True)
+    _mount("tmpfs", tools, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=755")
+    path = tools + "/sudo"
+    with open(path, "w") as file:
+        file.write(program)
+    os.chmod(path, 0o755)
+    _mount("none", tools, None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+    return path
 
 
 def _serve(setup: _Setup, fd: int) -> None:
@@ -614,6 +658,9 @@ def _build_root(config: dict[str, Any], setup: _Setup, layer: str) -> bool:
         os.makedirs(root + path, exist_ok=True)
         _mount(path, root + path, None, _MS_BIND | _MS_REC)
         targets.append(root + path)
+    if setup.sudo and os.path.isdir(root + os.path.dirname(SUDO_PROGRAM)):
+        _mountpoint(root, setup.sudo, SUDO_PROGRAM)
+        _bind_read_only(setup.sudo, root + SUDO_PROGRAM, _MS_NODEV)
     # masks last: they may lie in what is exposed or shared
     targets += [_mask(root, path) for path in (*_HIDDEN, *config["masks"])]
     targets += [_cover(root, root + path) for path in setup.unreadable]
@@ -682,6 +729,10 @@ class _State:
         """The network namespace's counters when it was made (unchanged, it was not used)."""
         self.layers = 0
         """How many sets of upper layers were put aside (numbering them)."""
+        self.sudo: socket.socket | None = None
+        """The socket PID 1 takes sudo's requests on, in the root (`SUDO_SOCKET`)."""
+        self.handlers: set[int] = set()
+        """The processes serving sudo's requests (each one's command their child)."""
 
 
 def _boot(config: dict[str, Any], setup: _Setup, control: socket.socket, disk: int) -> _State:
@@ -735,6 +786,9 @@ def _enter_root(state: _State) -> None:
     ]
     state.scratch_only = _build_root(state.config, state.setup, state.layer)
     state.fresh = tuple(_upper(fd) for fd in state.uppers)
+    if state.sudo is not None:
+        state.sudo.close()  # the last root's
+    state.sudo = _listen_for_sudo()
 
 
 # PID 1: the sandbox's disk
@@ -1129,13 +1183,18 @@ def _serve_commands(control: socket.socket, state: _State) -> None:
     poller = select.poll()
     poller.register(control, select.POLLIN)
     poller.register(wake, select.POLLIN)
+    sudo = _watch_sudo(poller, state, -1)
     while True:
         for fd, _ in poller.poll():
             if fd == wake:
                 os.read(wake, 4096)
-                _reap(running)
+                state.handlers.difference_update(_reap(running))
+            elif fd == sudo:
+                _accept_sudo(state)
             elif not _request(control, running, state):
                 return  # the server closed the sandbox
+            else:
+                sudo = _watch_sudo(poller, state, sudo)  # a reset may have made it anew
 
 
 def _request(control: socket.socket, running: dict[int, int], state: _State) -> bool:
@@ -1169,6 +1228,7 @@ def _reset(state: _State, hostname: str, running: dict[int, int], control: socke
     a command changed its upper layers (else the root is as fresh as a new one), on new
     upper layers of the same disk; the network made anew if it was used."""
     _end_processes(running)
+    state.handlers.clear()
     _restore(state.inherited)
     _check(_call("unshare", _CLONE_NEWIPC), "unshare")
     if state.scratch_only and tuple(_upper(fd) for fd in state.uppers) == state.fresh:
@@ -1355,18 +1415,178 @@ def _become_root(groups: list[int]) -> None:
     os.setgroups(groups)
 
 
-def _reap(running: dict[int, int]) -> None:
+def _reap(running: dict[int, int]) -> list[int]:
+    """Reap every child that has ended, reporting the commands' exits; the pids of the others
+    (sudo's handlers, orphans reparented to PID 1)."""
+    others: list[int] = []
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return others
         if pid == 0:
-            return
+            return others
         fd = running.pop(pid, None)
-        if fd is not None:  # else an orphan that was reparented to PID 1
+        if fd is None:
+            others.append(pid)
+        else:
             _tell(fd, f"exit {os.waitstatus_to_exitcode(status)}\n")
             os.close(fd)
+
+
+# PID 1: sudo
+
+_SUDO_AT_ONCE = 64
+"""The most sudo requests served at once, each by a process of its own: more are refused,
+so no flood of them reaches PID 1's own work."""
+_SUDO_REQUEST_BYTES = 16 << 20
+"""The largest request sudo may send (its command line and environment)."""
+_SO_PEERCRED = getattr(socket, "SO_PEERCRED", 17)
+
+
+def _listen_for_sudo() -> socket.socket:
+    """Listen at `SUDO_SOCKET` in a tmpfs of the root's own, made read-only: no process of
+    the sandbox, root included (mounts are PID 1's alone), can move or replace it."""
+    directory = os.path.dirname(SUDO_SOCKET)
+    flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    _mount("tmpfs", directory, "tmpfs", flags, "size=4k,mode=755")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(SUDO_SOCKET)
+    os.chmod(SUDO_SOCKET, 0o666)  # PID 1 tells who called (SO_PEERCRED), not the file's mode
+    listener.listen(_SUDO_AT_ONCE)
+    listener.setblocking(False)
+    _mount("none", directory, None, _MS_REMOUNT | _MS_RDONLY | flags)
+    return listener
+
+
+def _watch_sudo(poller: select.poll, state: _State, watched: int) -> int:
+    """Have `poller` watch the sudo socket instead of `watched`; its descriptor."""
+    assert state.sudo is not None
+    fd = state.sudo.fileno()
+    if fd != watched:
+        if watched >= 0:
+            poller.unregister(watched)
+        poller.register(fd, select.POLLIN)
+    return fd
+
+
+def _accept_sudo(state: _State) -> None:
+    """Take every waiting sudo connection: refuse it at once, or fork its handler."""
+    assert state.sudo is not None
+    while True:
+        try:
+            connection, _ = state.sudo.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        with connection:
+            connection.setblocking(False)
+            try:
+                _refuse_sudo(connection, state.setup.uid, len(state.handlers))
+                pid = os.fork()
+            except OSError as ex:  # refused, or no process to spare (the pids limit)
+                with contextlib.suppress(OSError):
+                    connection.send(f"error: {ex.strerror or ex}".encode())
+                continue
+            if pid == 0:
+                _handle_sudo(connection)
+            state.handlers.add(pid)
+
+
+def _refuse_sudo(connection: socket.socket, uid: int, serving: int) -> None:
+    """OSError with why, unless the caller is root or the user (`uid`) of this sandbox and
+    fewer than the most requests are being served."""
+    credentials = connection.getsockopt(socket.SOL_SOCKET, _SO_PEERCRED, 12)
+    peer_pid, peer_uid, _ = struct.unpack("3i", credentials)
+    if peer_pid == 0:  # its pid namespace is not the sandbox's, nor one below it
+        raise PermissionError(errno.EPERM, "sudo serves only the processes of its sandbox")
+    if peer_uid not in (0, uid):
+        why = f"uid {peer_uid} may not use sudo: only root and the sandbox's user (uid {uid}) may"
+        raise PermissionError(errno.EPERM, why)
+    if serving >= _SUDO_AT_ONCE:
+        why = f"{serving} sudo commands are starting or running already, the most at once"
+        raise OSError(errno.EAGAIN, why)
+
+
+def _handle_sudo(connection: socket.socket) -> NoReturn:
+    """A child of PID 1 serving one sudo request: start its command, as PID 1 starts one,
+    pass it sudo's signals, and report its exit."""
+    try:
+        gc.disable()  # a collection could close descriptors of PID 1's it no longer has
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        fd = connection.fileno()
+        os.closerange(3, fd)
+        os.closerange(fd + 1, _MAX_FD)
+        connection.setblocking(True)
+        _serve_sudo(connection)
+    finally:
+        os._exit(0)
+
+
+def _serve_sudo(connection: socket.socket) -> None:
+    data, fds = _receive(connection, 64, 4)
+    try:
+        if data != b"sudo" or len(fds) != 4:
+            raise ValueError("a request is `sudo` with a memfd, stdin, stdout and stderr")
+        request = _sudo_request(fds[0])
+        pid = _start(request, *fds[1:])
+    except _NotStarted as ex:
+        _tell(fds[3], str(ex)[:_WHY_BYTES] + "\n")
+        _tell(connection.fileno(), f"exit {ex.code}")
+        return
+    except Exception as ex:
+        _tell(connection.fileno(), f"error: {ex}")
+        return
+    finally:
+        for fd in fds:
+            os.close(fd)
+    _tell(connection.fileno(), f"exit {_wait_sudo(connection, pid)}")
+
+
+def _sudo_request(fd: int) -> dict[str, Any]:
+    """A command's request, as the server's are, read from sudo's memfd (see `_sudo.py`)."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or not 0 < info.st_size <= _SUDO_REQUEST_BYTES:
+        raise ValueError(f"a request is a file of at most {_SUDO_REQUEST_BYTES} bytes")
+    name, uid, gid, cwd, count, *rest = map(os.fsdecode, os.pread(fd, info.st_size, 0).split(b"\0"))
+    argv, env = rest[: int(count)], rest[int(count) :]
+    if not argv or len(argv) != int(count) or not all("=" in entry for entry in env):
+        raise ValueError("the request's command or environment is malformed")
+    variables = dict(entry.split("=", 1) for entry in env)
+    return {
+        "argv": argv,
+        "env": variables,
+        "cwd": cwd,
+        "user": name,
+        "uid": int(uid),
+        "gid": int(gid),
+    }
+
+
+def _wait_sudo(connection: socket.socket, pid: int) -> int:
+    """Pass sudo's signals to the process group of the command `pid` until it ends; its exit
+    code. If sudo ends first (it cannot pass on SIGKILL), the group is killed."""
+    pidfd = os.pidfd_open(pid)
+    poller = select.poll()
+    poller.register(connection, select.POLLIN)
+    poller.register(pidfd, select.POLLIN)
+    while not _ended_fd(pidfd, poller):
+        message = connection.recv(64)
+        verb, _, number = message.partition(b" ")
+        if not message:
+            poller.unregister(connection)
+            number = str(int(signal.SIGKILL)).encode()
+        elif verb != b"signal" or not number.isdigit() or not 0 < int(number) < signal.NSIG:
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, int(number))
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def _ended_fd(pidfd: int, poller: select.poll) -> bool:
+    """Wait for sudo's next message or the command's end; whether it has ended."""
+    return any(fd == pidfd for fd, _ in poller.poll())
 
 
 def main() -> None:

@@ -642,6 +642,7 @@ class SandboxHost:
                 raise SandboxError(ex.strerror) from None
         settings = {
             "base": str(state_dir / "base"),
+            "tools": str(state_dir / "tools"),
             "user": _USER[0],
             "uid": _USER[1],
             "system": list(SYSTEM_DIRS),
