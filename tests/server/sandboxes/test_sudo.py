@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pwd
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from inspect_swarm.server.sandboxes._isolation import (
     Sandbox,
     SandboxHost,
 )
-from inspect_swarm.server.sandboxes._sudo import Refused, parse, request
+from inspect_swarm.server.sandboxes._sudo import SOCKET, Refused, parse, request
 
 from ...servers import needs_namespaces
 
@@ -141,3 +142,12 @@ def test_a_request_without_a_command_or_shell_is_refused_with_the_usage() -> Non
         request({"user": "root", "keep": []}, [], [], me, {}, "/")
     with pytest.raises(Refused, match="unknown user nobody-here"):
         request({"user": "nobody-here", "keep": []}, [], ["true"], me, {}, "/")
+
+
+@needs_namespaces
+@pytest.mark.anyio
+async def test_a_process_outside_the_sandbox_is_refused(sandbox: NamespaceSandbox) -> None:
+    # the host's root reaches the socket through /proc: not a process of the sandbox
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:
+        sock.connect(f"/proc/{sandbox.init_pid}/root{SOCKET}")
+        assert sock.recv(4096) == b"error: sudo serves only the processes of its sandbox"

@@ -43,6 +43,11 @@ terminal's path, which the command opens as its controlling terminal; `signal PI
 boot's cost, most of which is the PID and network namespaces and the fork of PID 1), then
 answers as a boot does, `ready [listener]` (with a new listener if the network was made
 anew) or `error: ...`, after which the server ends the sandbox.
+PID 1 also listens at `SOCKET` of `_sudo.py`, in the root, for the sandbox's sudo (`_sudo.py`, which the
+factory writes to a tmpfs of its own at the settings' `tools` and every root has at
+SUDO_PROGRAM): it serves the sandbox's user and root only (SO_PEERCRED), each request in a
+child of its own (`_handle_sudo`) that starts the command as `spawn` does, as root or the
+account asked, passes on sudo's signals and reports its exit.
 PID 1 writes `pid N` (N as seen inside the sandbox) to the status pipe, then `exit CODE`
 (negative: killed by that signal) once it has reaped the command. A command that cannot
 start says why on its stderr and exits 127 (no such program), 126 (not executable) or 125
@@ -388,7 +393,6 @@ _SKELETON = {
     "/sys": 0o555,
     "/tmp": 0o1777,
     "/run": 0o755,
-    "/run/sudo": 0o755,
     "/run/lock": 0o1777,
     "/root": 0o700,
     "/home": 0o755,
@@ -423,6 +427,8 @@ class _Setup:
         """The uid of the sandbox's user, who may use sudo."""
         self.sudo = ""
         """The sudo program every root has at `SUDO_PROGRAM` (none without a python there)."""
+        self.socket = ""
+        """Where sudo asks PID 1 (`SOCKET` in `_sudo.py`)."""
 
 
 def _prepare(settings: dict[str, Any]) -> _Setup:
@@ -453,10 +459,15 @@ def _prepare(settings: dict[str, Any]) -> _Setup:
     _shadow(base)
     for source, target in settings["mounts"]:
         _mountpoint(base, source, target)
+    sudo = _sudo_source()
+    setup.socket = next(
+        line.split('"')[1] for line in sudo.splitlines() if line.startswith("SOCKET = ")
+    )
+    os.makedirs(base + os.path.dirname(setup.socket), 0o755, exist_ok=True)
     for source, target in [*((path, path) for path in setup.layers), *settings["exposes"]]:
         setup.unreadable += _unreadable(source, target)
     _mount("none", base, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
-    setup.sudo = _install_sudo(settings["tools"], settings["system"])
+    setup.sudo = _install_sudo(settings["tools"], settings["system"], sudo)
     program = _command_filter(_MACHINE)
     setup.filter = _pack(program)
     setup.key_at = [at for at, (_, _, _, k) in enumerate(program) if k in _KEY_WORDS]
@@ -465,14 +476,18 @@ def _prepare(settings: dict[str, Any]) -> _Setup:
 
 SUDO_PROGRAM = "/usr/bin/sudo"
 """Where every root has the server's sudo (`sandboxes/_sudo.py`), over the host's if it has one."""
-SUDO_SOCKET = "/run/sudo/socket"
-"""Where PID 1 takes sudo's requests, in a read-only tmpfs of the sandbox's own."""
 _PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3")
 
 
-def _install_sudo(tools: str, system: list[str]) -> str:
-    """Write the sudo program, run by a python of the sandboxes' system directories, in a
-    read-only tmpfs of the factory's at `tools`; its path ('' if no python is there)."""
+def _sudo_source() -> str:
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_sudo.py")) as source:
+        return source.read()
+
+
+def _install_sudo(tools: str, system: list[str], source: str) -> str:
+    """Write the sudo program (`source`), run by a python of the sandboxes' system
+    directories, in a read-only tmpfs of the factory's at `tools`; its path ('' if no python
+    is there)."""
     python = next(
         (
             real
@@ -485,8 +500,7 @@ def _install_sudo(tools: str, system: list[str]) -> str:
     )
     if not python:
         return ""
-    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_sudo.py")) as source:
-        program = f"#!{python} -IS\n" + source.read()
+    program = f"#!{python} -IS\n" + source
     os.makedirs(tools, exist_ok=True)
     _mount("tmpfs", tools, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=755")
     path = tools + "/sudo"
@@ -604,15 +618,17 @@ def _bind_read_only(source: str, target: str, flags: int = _MS_NOEXEC) -> None:
 def _mount_overlay(lower: str, name: str, target: str) -> None:
     """Lay the upper layer `name` of the sandbox's layer directory (the working directory)
     over `lower` at `target`."""
+    # nosuid, as every mount of a root: the host's set-user-ID programs (passwd, mount...)
+    # give no process of the sandbox their owner's rights, sudo included (see `_sudo.py`).
     # the sandbox's mountinfo shows the options as given: paths relative to the layer
     # directory show nothing of where the server keeps it. volatile (Linux 5.10+) skips the
     # syncs of a throwaway upper layer: copy-ups are ten times faster, and ending the sandbox
     # does not sync the whole disk
     options = f"lowerdir={lower},upperdir=up/{name},workdir=wd/{name}"
     try:
-        _mount("overlay", target, "overlay", 0, options + ",volatile")
+        _mount("overlay", target, "overlay", _MS_NOSUID, options + ",volatile")
     except OSError:
-        _mount("overlay", target, "overlay", 0, options)
+        _mount("overlay", target, "overlay", _MS_NOSUID, options)
 
 
 def _layer_name(path: str) -> str:
@@ -657,6 +673,7 @@ def _build_root(config: dict[str, Any], setup: _Setup, layer: str) -> bool:
     for path in config["shares"]:
         os.makedirs(root + path, exist_ok=True)
         _mount(path, root + path, None, _MS_BIND | _MS_REC)
+        _mount("none", root + path, None, _MS_REMOUNT | _MS_BIND | _MS_NOSUID)
         targets.append(root + path)
     if setup.sudo and os.path.isdir(root + os.path.dirname(SUDO_PROGRAM)):
         _mountpoint(root, setup.sudo, SUDO_PROGRAM)
@@ -730,7 +747,7 @@ class _State:
         self.layers = 0
         """How many sets of upper layers were put aside (numbering them)."""
         self.sudo: socket.socket | None = None
-        """The socket PID 1 takes sudo's requests on, in the root (`SUDO_SOCKET`)."""
+        """The socket PID 1 takes sudo's requests on, in the root (at `setup.socket`)."""
         self.handlers: set[int] = set()
         """The processes serving sudo's requests (each one's command their child)."""
 
@@ -788,7 +805,7 @@ def _enter_root(state: _State) -> None:
     state.fresh = tuple(_upper(fd) for fd in state.uppers)
     if state.sudo is not None:
         state.sudo.close()  # the last root's
-    state.sudo = _listen_for_sudo()
+    state.sudo = _listen_for_sudo(state.setup.socket)
 
 
 # PID 1: the sandbox's disk
@@ -1444,15 +1461,15 @@ _SUDO_REQUEST_BYTES = 16 << 20
 _SO_PEERCRED = getattr(socket, "SO_PEERCRED", 17)
 
 
-def _listen_for_sudo() -> socket.socket:
-    """Listen at `SUDO_SOCKET` in a tmpfs of the root's own, made read-only: no process of
-    the sandbox, root included (mounts are PID 1's alone), can move or replace it."""
-    directory = os.path.dirname(SUDO_SOCKET)
+def _listen_for_sudo(path: str) -> socket.socket:
+    """Listen at `path` in a tmpfs of the root's own, made read-only: no process of the
+    sandbox, root included (mounts are PID 1's alone), can move or replace it."""
+    directory = os.path.dirname(path)
     flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
     _mount("tmpfs", directory, "tmpfs", flags, "size=4k,mode=755")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    listener.bind(SUDO_SOCKET)
-    os.chmod(SUDO_SOCKET, 0o666)  # PID 1 tells who called (SO_PEERCRED), not the file's mode
+    listener.bind(path)
+    os.chmod(path, 0o666)  # PID 1 tells who called (SO_PEERCRED), not the file's mode
     listener.listen(_SUDO_AT_ONCE)
     listener.setblocking(False)
     _mount("none", directory, None, _MS_REMOUNT | _MS_RDONLY | flags)
@@ -1525,6 +1542,7 @@ def _handle_sudo(connection: socket.socket) -> NoReturn:
 
 
 def _serve_sudo(connection: socket.socket) -> None:
+    _tell(connection.fileno(), "go")
     data, fds = _receive(connection, 64, 4)
     try:
         if data != b"sudo" or len(fds) != 4:

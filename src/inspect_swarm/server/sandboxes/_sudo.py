@@ -10,9 +10,11 @@ it starts any command of that account. This process waits for the exit, passes o
 SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2, and ends as the command did. Like
 E2B's, this `sudo` never asks for a password.
 
-Request (in a memfd): NUL-separated user name, uid, gid, directory, argument count, the
-arguments, then the environment's NAME=value entries. Messages: PID 1 sends `exit CODE`
-(negative: killed by that signal) or `error: WHY`; this program sends `signal N`.
+Messages: PID 1 sends `go` (or `error: WHY`, and hangs up); this program sends `sudo` with
+its request (in a memfd) and stdin, stdout and stderr, then `signal N` for each signal it
+passes on; PID 1 ends with `exit CODE` (negative: killed by that signal) or `error: WHY`.
+The request: NUL-separated user name, uid, gid, directory, argument count, the arguments,
+then the environment's NAME=value entries.
 """
 
 from __future__ import annotations
@@ -209,9 +211,13 @@ def run(data: bytes) -> int:
         pending: list[int] = []
         for sig in _FORWARDED:
             signal.signal(sig, lambda number, _: pending.append(number))
+        # PID 1 says `go` first, or why not (and a request it never read would make its
+        # close a reset, losing why)
+        message = sock.recv(4096).decode(errors="replace")
+        if message != "go":
+            raise Refused("sudo: " + _why(message))
         fds = struct.pack("4i", memfd, 0, 1, 2)
-        with contextlib.suppress(OSError):  # refused at once: the reason waits to be read
-            sock.sendmsg([b"sudo"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+        sock.sendmsg([b"sudo"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
         os.close(memfd)
         for sig in _FORWARDED:
             signal.signal(sig, lambda number, _: _forward(sock, number))
@@ -220,8 +226,12 @@ def run(data: bytes) -> int:
         message = sock.recv(4096).decode(errors="replace")
     if message.startswith("exit "):
         return int(message.split()[1])
+    raise Refused("sudo: " + _why(message))
+
+
+def _why(message: str) -> str:
     why = message[len("error: ") :] if message.startswith("error: ") else message
-    raise Refused("sudo: " + (why or "the sandbox's init hung up"))
+    return why or "the sandbox's init hung up"
 
 
 def _forward(sock: socket.socket, number: int) -> None:
