@@ -26,9 +26,12 @@ __all__ = ["lent"]
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, lent: tuple[Path, str]) -> Iterator[Server]:
-    """A server that lends a directory with a file only the host's root may read."""
+    """A server that lends a directory with a file only the host's root may read, and shares
+    one."""
     top, _ = lent
-    yield from served(tmp_path_factory, "sudo", "--memory-gib", "4", "--expose", f"{top}:/lent")
+    shared = tmp_path_factory.mktemp("shared")
+    options = ("--memory-gib", "4", "--expose", f"{top}:/lent", "--share", str(shared))
+    yield from served(tmp_path_factory, "sudo", *options)
 
 
 @pytest.fixture
@@ -139,7 +142,8 @@ def test_a_flood_of_sudo_requests_leaves_pid_1_serving_the_server(sandbox: e2b.S
 
 
 def test_no_mount_of_a_sandbox_lets_a_set_user_id_file_act(sandbox: e2b.Sandbox) -> None:
-    # every mount is nosuid: the host's set-user-ID programs (passwd, mount) and one root makes
+    # every mount is nosuid, the share's too: the host's set-user-ID programs (passwd,
+    # mount) and one root makes
     assert _run(sandbox, "awk '$4 !~ /(^|,)nosuid(,|$)/' /proc/self/mounts") == (0, "", "")
     setuid = "sudo sh -c 'cp /usr/bin/id /usr/local/bin/sid && chmod 4755 /usr/local/bin/sid'"
     assert _run(sandbox, setuid)[0] == 0

@@ -58,6 +58,8 @@ async def test_the_user_runs_commands_as_root_with_their_stdio_and_exit_code(
         "err\n",
     )
     assert (await _run(sandbox, "sudo -n true && sudo -- true && sudo -u root -E true"))[0] == 0
+    # a closed stdin is /dev/null for the command
+    assert await _run(sandbox, "sudo cat <&-; echo $?") == (0, "0\n", "")
 
 
 @needs_namespaces

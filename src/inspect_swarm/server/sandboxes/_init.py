@@ -425,8 +425,9 @@ class _Setup:
         """Where the program compares the key's words (low, then high)."""
         self.uid = -1
         """The uid of the sandbox's user, who may use sudo."""
-        self.sudo = ""
-        """The sudo program every root has at `SUDO_PROGRAM` (none without a python there)."""
+        self.tools = ""
+        """The factory's directory of what every root has besides the host's (sudo at
+        `SUDO_PROGRAM`); '' for none (no python for sudo)."""
         self.socket = ""
         """Where sudo asks PID 1 (`SOCKET` in `_sudo.py`)."""
 
@@ -467,7 +468,7 @@ def _prepare(settings: dict[str, Any]) -> _Setup:
     for source, target in [*((path, path) for path in setup.layers), *settings["exposes"]]:
         setup.unreadable += _unreadable(source, target)
     _mount("none", base, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
-    setup.sudo = _install_sudo(settings["tools"], settings["system"], sudo)
+    setup.tools = _install_sudo(settings["tools"], settings["system"], sudo)
     program = _command_filter(_MACHINE)
     setup.filter = _pack(program)
     setup.key_at = [at for at, (_, _, _, k) in enumerate(program) if k in _KEY_WORDS]
@@ -486,8 +487,9 @@ def _sudo_source() -> str:
 
 def _install_sudo(tools: str, system: list[str], source: str) -> str:
     """Write the sudo program (`source`), run by a python of the sandboxes' system
-    directories, in a read-only tmpfs of the factory's at `tools`; its path ('' if no python
-    is there)."""
+    directories, at `SUDO_PROGRAM` under `tools`, a read-only tmpfs of the factory's that
+    roots lay under the host's directories (see `_lower`); `tools` ('' if no python is
+    there)."""
     python = next(
         (
             real
@@ -503,12 +505,12 @@ def _install_sudo(tools: str, system: list[str], source: str) -> str:
     program = f"#!{python} -IS\n" + source
     os.makedirs(tools, exist_ok=True)
     _mount("tmpfs", tools, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=755")
-    path = tools + "/sudo"
-    with open(path, "w") as file:
+    _copy_dir(tools, os.path.dirname(SUDO_PROGRAM))  # as the host's, which it lies over
+    with open(tools + SUDO_PROGRAM, "w") as file:
         file.write(program)
-    os.chmod(path, 0o755)
+    os.chmod(tools + SUDO_PROGRAM, 0o755)
     _mount("none", tools, None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
-    return path
+    return tools
 
 
 def _serve(setup: _Setup, fd: int) -> None:
@@ -631,6 +633,14 @@ def _mount_overlay(lower: str, name: str, target: str) -> None:
         _mount("overlay", target, "overlay", _MS_NOSUID, options)
 
 
+def _lower(setup: _Setup, path: str) -> str:
+    """The lower layers of the root's `path` (relative to the working directory, the layer
+    directory, as the base layer's are): the host's, under what the factory's tools hold
+    there, so that sudo's place is there at no copy-up's cost."""
+    tools = setup.tools + path
+    return f"{os.path.relpath(tools)}:{path}" if setup.tools and os.path.isdir(tools) else path
+
+
 def _layer_name(path: str) -> str:
     """The name of the upper layer of a root laid over `path` ("/": the base layer)."""
     return path.strip("/") or "rootfs"
@@ -658,7 +668,7 @@ def _build_root(config: dict[str, Any], setup: _Setup, layer: str) -> bool:
     os.chdir(layer)
     _mount_overlay(os.path.relpath(setup.base), _layer_name("/"), root)
     for path in setup.layers:
-        _mount_overlay(path, _layer_name(path), root + path)
+        _mount_overlay(_lower(setup, path), _layer_name(path), root + path)
     _mount("proc", root + "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
     _mount("sysfs", root + "/sys", "sysfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
     _mount_scratch(root)
@@ -675,9 +685,8 @@ def _build_root(config: dict[str, Any], setup: _Setup, layer: str) -> bool:
         _mount(path, root + path, None, _MS_BIND | _MS_REC)
         _mount("none", root + path, None, _MS_REMOUNT | _MS_BIND | _MS_NOSUID)
         targets.append(root + path)
-    if setup.sudo and os.path.isdir(root + os.path.dirname(SUDO_PROGRAM)):
-        _mountpoint(root, setup.sudo, SUDO_PROGRAM)
-        _bind_read_only(setup.sudo, root + SUDO_PROGRAM, _MS_NODEV)
+    if setup.tools:  # read-only for root too (mounts are PID 1's alone)
+        _bind_read_only(setup.tools + SUDO_PROGRAM, root + SUDO_PROGRAM, _MS_NODEV)
     # masks last: they may lie in what is exposed or shared
     targets += [_mask(root, path) for path in (*_HIDDEN, *config["masks"])]
     targets += [_cover(root, root + path) for path in setup.unreadable]
