@@ -43,11 +43,12 @@ terminal's path, which the command opens as its controlling terminal; `signal PI
 boot's cost, most of which is the PID and network namespaces and the fork of PID 1), then
 answers as a boot does, `ready [listener]` (with a new listener if the network was made
 anew) or `error: ...`, after which the server ends the sandbox.
-PID 1 also listens at `SOCKET` of `_sudo.py`, in the root, for the sandbox's sudo (`_sudo.py`, which the
-factory writes to a tmpfs of its own at the settings' `tools` and every root has at
-SUDO_PROGRAM): it serves the sandbox's user and root only (SO_PEERCRED), each request in a
-child of its own (`_handle_sudo`) that starts the command as `spawn` does, as root or the
-account asked, passes on sudo's signals and reports its exit.
+PID 1 also listens, at the `SOCKET` of `_sudo.py`, for the sandbox's sudo: that program, which
+the factory writes to a tmpfs of its own (the settings' `tools`) that every root lays under
+the host's /usr, read-only at SUDO_PROGRAM. PID 1 serves the sandbox's user and root only
+(SO_PEERCRED), each request in a child of its own (`_handle_sudo`) that starts the command
+as `spawn` does, as root or the account asked, passes on sudo's signals and reports its
+exit.
 PID 1 writes `pid N` (N as seen inside the sandbox) to the status pipe, then `exit CODE`
 (negative: killed by that signal) once it has reaped the command. A command that cannot
 start says why on its stderr and exits 127 (no such program), 126 (not executable) or 125
@@ -1467,7 +1468,6 @@ _SUDO_AT_ONCE = 64
 so no flood of them reaches PID 1's own work."""
 _SUDO_REQUEST_BYTES = 16 << 20
 """The largest request sudo may send (its command line and environment)."""
-_SO_PEERCRED = getattr(socket, "SO_PEERCRED", 17)
 
 
 def _listen_for_sudo(path: str) -> socket.socket:
@@ -1521,7 +1521,7 @@ def _accept_sudo(state: _State) -> None:
 def _refuse_sudo(connection: socket.socket, uid: int, serving: int) -> None:
     """OSError with why, unless the caller is root or the user (`uid`) of this sandbox and
     fewer than the most requests are being served."""
-    credentials = connection.getsockopt(socket.SOL_SOCKET, _SO_PEERCRED, 12)
+    credentials = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
     peer_pid, peer_uid, _ = struct.unpack("3i", credentials)
     if peer_pid == 0:  # its pid namespace is not the sandbox's, nor one below it
         raise PermissionError(errno.EPERM, "sudo serves only the processes of its sandbox")
@@ -1599,7 +1599,10 @@ def _wait_sudo(connection: socket.socket, pid: int) -> int:
     poller.register(connection, select.POLLIN)
     poller.register(pidfd, select.POLLIN)
     while not _ended_fd(pidfd, poller):
-        message = connection.recv(64)
+        try:
+            message = connection.recv(64)
+        except OSError:  # sudo is gone
+            message = b""
         verb, _, number = message.partition(b" ")
         if not message:
             poller.unregister(connection)
