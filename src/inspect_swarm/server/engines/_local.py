@@ -47,9 +47,15 @@ class LocalRunner:
         """End the sandbox the slot kept for the run's next."""
         await slot.close()
 
-    async def create_sandbox(self, sandbox_id: str, size: Size) -> LiveSandbox:
-        """Boot a sandbox outside a run."""
-        return await self._host.create(sandbox_id, limits(size))
+    async def create_sandbox(
+        self, sandbox_id: str, size: Size, snapshot: str | None = None
+    ) -> LiveSandbox:
+        """Boot a sandbox outside a run, from a snapshot of this machine's if given."""
+        return await self._host.create(sandbox_id, limits(size), snapshot)
+
+    async def drop_snapshot(self, snapshot_id: str) -> None:
+        """Remove a snapshot of this machine's."""
+        await self._host.drop_snapshot(snapshot_id)
 
     async def aclose(self) -> None:
         """End every sandbox, and remove the server's cgroups."""
