@@ -400,7 +400,8 @@ class SwarmServer:
         if snapshot is None:
             _template(spec.template, None)
         self._check_lifetime(spec.lifetime)
-        return await self._boot(owner, spec, None if snapshot is None else snapshot.storage)
+        async with self._snapshots.lent(snapshot) as storage:
+            return await self._boot(owner, spec, storage)
 
     async def _boot(
         self, owner: Owner, spec: SandboxSpec, snapshot: str | None = None

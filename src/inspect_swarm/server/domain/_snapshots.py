@@ -40,6 +40,10 @@ class Snapshots:
         self._pending: Counter[str] = Counter()
         """Each account's bytes held by forks, besides its snapshots."""
         self._copying: defaultdict[str, anyio.Lock] = defaultdict(anyio.Lock)
+        self._lent: Counter[str] = Counter()
+        """How many boots read each copy now."""
+        self._dropped: set[str] = set()
+        """Copies deleted while lent, removed once their boots are done."""
 
     async def take(self, box: LongLivedSandbox, owner: Owner, name: str | None) -> SnapshotRecord:
         """Snapshot a sandbox for `owner`; a snapshot of `owner`'s of the same name is
@@ -60,8 +64,24 @@ class Snapshots:
         )
         self._kept[record.id] = record
         if replaced is not None:
-            await self._engine.drop_snapshot(replaced.storage)
+            await self._drop(replaced.storage)
         return record
+
+    @asynccontextmanager
+    async def lent(self, snapshot: SnapshotRecord | None) -> AsyncIterator[str | None]:
+        """The copy of `snapshot` (None for none), kept while the block boots a sandbox
+        from it, even if the snapshot is deleted meanwhile."""
+        if snapshot is None:
+            yield None
+            return
+        storage = snapshot.storage
+        self._lent[storage] += 1
+        try:
+            yield storage
+        finally:
+            self._lent -= Counter({storage: 1})  # a count that reaches 0 goes
+            if storage in self._dropped:
+                await self._drop(storage)
 
     @asynccontextmanager
     async def passing(self, box: LongLivedSandbox, owner: Owner) -> AsyncIterator[str]:
@@ -73,8 +93,7 @@ class Snapshots:
             yield storage
         finally:
             self._pending[owner.account] -= taken
-            with anyio.CancelScope(shield=True):
-                await self._engine.drop_snapshot(storage)
+            await self._drop(storage)
 
     async def copy(self, box: LongLivedSandbox, owner: Owner) -> tuple[str, int]:
         """Copy a sandbox's files aside on its engine, within the cap of `owner`'s account;
@@ -128,8 +147,17 @@ class Snapshots:
         if found is None or not owner.owns(found.account, found.lineage):
             return False
         del self._kept[snapshot_id]
-        await self._engine.drop_snapshot(found.storage)
+        await self._drop(found.storage)
         return True
+
+    async def _drop(self, storage: str) -> None:
+        """Remove a copy from the engine, or once no boot reads it."""
+        if self._lent[storage] > 0:
+            self._dropped.add(storage)
+            return
+        self._dropped.discard(storage)
+        with anyio.CancelScope(shield=True):
+            await self._engine.drop_snapshot(storage)
 
 
 def _mib(size: int) -> str:

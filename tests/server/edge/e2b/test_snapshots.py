@@ -4,6 +4,8 @@ sandbox with the files of another as they are now."""
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import pytest
 from e2b import AsyncSandbox, Sandbox, SandboxException
@@ -44,6 +46,7 @@ def test_a_sandbox_made_from_a_snapshot_has_the_files_it_had_then(engine: str) -
         assert sbx.files.read("/home/user/notes.txt") == "second"
         # processes start afresh: the owner's files keep their owner
         assert new.commands.run("stat -c %U /home/user/notes.txt").stdout == "user\n"
+        assert Sandbox.delete_snapshot(snapshot.snapshot_id)
     finally:
         for box in [sbx, *made]:
             box.kill()
@@ -159,7 +162,20 @@ async def test_snapshots_and_forks_with_the_async_sdk(anyio_backend: str, engine
         assert await fork.files.read("a.txt") == "after"
         listed = await AsyncSandbox.list_snapshots().next_items()
         assert snapshot.snapshot_id in [s.snapshot_id for s in listed]
-        assert await AsyncSandbox.delete_snapshot(snapshot.snapshot_id) is True
+        # deleted as a sandbox boots from it: the boot has its files, or never began
+        booted, deleted = await asyncio.gather(
+            AsyncSandbox.create(snapshot.snapshot_id),
+            AsyncSandbox.delete_snapshot(snapshot.snapshot_id),
+            return_exceptions=True,
+        )
+        assert deleted is True
+        if isinstance(booted, AsyncSandbox):
+            made.append(booted)
+            assert await booted.files.read("a.txt") == "before"
+        else:
+            assert "unknown template" in str(booted)
+        left = await AsyncSandbox.list_snapshots(sandbox_id=sbx.sandbox_id).next_items()
+        assert left == []
     finally:
         for box in [sbx, *made]:
             await box.kill()
