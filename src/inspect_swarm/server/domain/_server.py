@@ -96,7 +96,7 @@ class SwarmServer:
         self._accounts = Accounts(store, settings.quotas, self._leases, keyring)
         self._quotas = AccountQuotas(store, self._accounts.quotas)
         self._sandboxes = LongLivedSandboxes(store, self._leases, keyring, engine, settings.disk_mb)
-        self._snapshots = Snapshots(engine, self._sandboxes, settings.snapshot_mb)
+        self._snapshots = Snapshots(store, engine, self._sandboxes, settings.snapshot_mb)
         self._stopped: str | None = None
         self._recover()
 

@@ -1,6 +1,7 @@
 """Snapshots of long-lived sandboxes: their files copied aside (memory is not kept), owned by
 the account that made them, counted against the disk its snapshots may take, and kept until
-deleted, past the end of the sandbox they were made of (but not past the server's).
+deleted, past the end of the sandbox they were made of and the server's (each a row of the
+store, its copy on the engine).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..model._types import (
     SnapshotUnavailable,
     new_snapshot_id,
 )
+from ..records._store import Store
 from ..sandboxes._isolation import SandboxError
 from ..sandboxes._snapshots import SnapshotTooLarge
 from ._long_lived import LongLivedSandbox, LongLivedSandboxes
@@ -32,11 +34,17 @@ _MIB = 1024**2
 class Snapshots:
     """The snapshots of one server, each account's within its cap."""
 
-    def __init__(self, engine: Engine, sandboxes: LongLivedSandboxes, cap_mb: int) -> None:
+    def __init__(
+        self, store: Store, engine: Engine, sandboxes: LongLivedSandboxes, cap_mb: int
+    ) -> None:
+        self._store = store
         self._engine = engine
         self._sandboxes = sandboxes
         self._cap = cap_mb * _MIB
-        self._kept: dict[str, SnapshotRecord] = {}
+        self._kept = {snapshot.id: snapshot for snapshot in store.snapshots()}
+        # the copies of those recorded stay; the rest (a copy cut short, one deleted while
+        # lent) went with the server that made them
+        engine.keep_snapshots({snapshot.storage for snapshot in self._kept.values()})
         self._pending: Counter[str] = Counter()
         """Each account's bytes held by forks, besides its snapshots."""
         self._copying: defaultdict[str, anyio.Lock] = defaultdict(anyio.Lock)
@@ -63,6 +71,7 @@ class Snapshots:
             storage=storage,
         )
         self._kept[record.id] = record
+        self._store.put_snapshot(record)
         if replaced is not None:
             await self._drop(replaced.storage)
         return record
@@ -147,6 +156,7 @@ class Snapshots:
         if found is None or not owner.owns(found.account, found.lineage):
             return False
         del self._kept[snapshot_id]
+        self._store.delete_snapshot(snapshot_id)
         await self._drop(found.storage)
         return True
 

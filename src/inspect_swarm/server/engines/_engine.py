@@ -14,7 +14,7 @@ stand-ins that relay each operation to the node holding the sandbox.
 from __future__ import annotations
 
 import socket
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Coroutine, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 import anyio.abc
@@ -216,6 +216,11 @@ class Engine(Protocol):
 
     async def drop_snapshot(self, snapshot_id: str) -> None:
         """Remove a snapshot a sandbox's `save` made."""
+        ...
+
+    def keep_snapshots(self, snapshot_ids: Collection[str]) -> None:
+        """Remove every snapshot a sandbox's `save` made but these (as the server starts:
+        those recorded); blocks."""
         ...
 
     def start_soon(self, func: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:

@@ -6,6 +6,7 @@ for each where it can be.
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from functools import partial
 
 import anyio.abc
@@ -56,6 +57,10 @@ class LocalRunner:
     async def drop_snapshot(self, snapshot_id: str) -> None:
         """Remove a snapshot of this machine's."""
         await self._host.drop_snapshot(snapshot_id)
+
+    def keep_snapshots(self, snapshot_ids: Collection[str]) -> None:
+        """Remove every snapshot of this machine's but these."""
+        self._host.keep_snapshots(snapshot_ids)
 
     async def aclose(self) -> None:
         """End every sandbox, and remove the server's cgroups."""

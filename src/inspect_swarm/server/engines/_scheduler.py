@@ -17,7 +17,7 @@ import gc
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Collection, Coroutine
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
@@ -136,6 +136,10 @@ class SlotRunner(Protocol[S]):
         """Remove a snapshot a sandbox's `save` made."""
         ...
 
+    def keep_snapshots(self, snapshot_ids: Collection[str]) -> None:
+        """Remove every snapshot `save` made but these; blocks."""
+        ...
+
     async def aclose(self) -> None:
         """End every sandbox and give back what the runner holds."""
         ...
@@ -246,6 +250,10 @@ class Scheduler(Generic[S]):
     async def drop_snapshot(self, snapshot_id: str) -> None:
         """Have the runner remove a snapshot."""
         await self._runner.drop_snapshot(snapshot_id)
+
+    def keep_snapshots(self, snapshot_ids: Collection[str]) -> None:
+        """Have the runner remove every snapshot but these."""
+        self._runner.keep_snapshots(snapshot_ids)
 
     def start_soon(self, func: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
         """Run a task beside the scheduler, ended with the server (an error ends it alone)."""

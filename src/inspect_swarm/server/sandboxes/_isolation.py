@@ -30,7 +30,7 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Literal, TypeVar
@@ -690,9 +690,10 @@ class SandboxHost:
             except DiskError as ex:
                 raise SandboxError(ex.strerror) from None
         self.snapshot_dir = state_dir / "snapshots"
-        """Where the snapshots of this machine's sandboxes are kept (emptied as it starts:
-        the snapshots of a server that stopped went with it)."""
-        shutil.rmtree(self.snapshot_dir, ignore_errors=True)
+        """Where the snapshots of this machine's sandboxes are kept: the server's alone, as
+        what a sandbox made world-writable (its /tmp) stays so in its copy."""
+        self.snapshot_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.snapshot_dir.chmod(0o700)
         settings = {
             "base": str(state_dir / "base"),
             "user": _USER[0],
@@ -780,6 +781,11 @@ class SandboxHost:
     async def drop_snapshot(self, snapshot_id: str) -> None:
         """Remove a snapshot of this machine's."""
         await anyio.to_thread.run_sync(_remove_trees, [str(self.snapshot_dir / snapshot_id)])
+
+    def keep_snapshots(self, snapshot_ids: Collection[str]) -> None:
+        """Remove every snapshot of this machine's but these (blocks)."""
+        gone = [p for p in self.snapshot_dir.iterdir() if p.name not in snapshot_ids]
+        _remove_trees([str(path) for path in gone])
 
     async def _boot(self, sandbox: NamespaceSandbox, snapshot: Path | None) -> None:
         # PID 1 makes the sandbox's directory, off the server's event loop

@@ -20,6 +20,7 @@ import logging
 import os
 import tempfile
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -191,6 +192,9 @@ class RayRunner:
         return await place_sandbox(self._agents, sandbox_id, limits(size))
 
     async def drop_snapshot(self, snapshot_id: str) -> None:
+        """Nothing to remove: this engine keeps no snapshots."""
+
+    def keep_snapshots(self, snapshot_ids: Collection[str]) -> None:
         """Nothing to remove: this engine keeps no snapshots."""
 
     async def aclose(self) -> None:
