@@ -28,8 +28,11 @@ class SnapshotTooLarge(Exception):
     """A sandbox's files take more than a snapshot of it may."""
 
     def __init__(self, size: int) -> None:
-        super().__init__(f"the sandbox's files take {size} bytes")
+        super().__init__(size)  # its one argument: the same error once unpickled
         self.size = size
+
+    def __str__(self) -> str:
+        return f"the sandbox's files take {self.size} bytes"
 
 
 def copy_tree(source: str, target: str, fds: tuple[int, ...] = ()) -> None:

@@ -26,7 +26,10 @@ class E2BCreateBody(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    templateID: str = DEFAULT_TEMPLATE
+    templateID: str = Field(
+        default=DEFAULT_TEMPLATE,
+        description="A template, or the id or name of one of your snapshots to start from.",
+    )
     timeout: int | None = Field(default=None, description="Its lifetime, in seconds.")
     metadata: dict[str, str] = {}
     envVars: dict[str, str] = {}
