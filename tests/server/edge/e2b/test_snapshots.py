@@ -26,6 +26,7 @@ def test_a_sandbox_made_from_a_snapshot_has_the_files_it_had_then(engine: str) -
         sbx.files.write("/home/user/notes.txt", "first")
         sbx.files.write("/tmp/scratch.txt", "in tmp")
         sbx.commands.run("mkdir -p /home/user/gone && touch /home/user/gone/x")
+        sbx.commands.run("rm /etc/shells", user="root")  # a file of the template, deleted
         if engine == "ray":
             with pytest.raises(SandboxException, match="Ray engine keeps no snapshots"):
                 sbx.create_snapshot()
@@ -39,6 +40,7 @@ def test_a_sandbox_made_from_a_snapshot_has_the_files_it_had_then(engine: str) -
         assert new.files.read("/home/user/notes.txt") == "first"
         assert new.files.read("/tmp/scratch.txt") == "in tmp"
         assert new.files.exists("/home/user/gone/x")
+        assert not new.files.exists("/etc/shells")
         assert new.get_info().template_id == snapshot.snapshot_id
         # the source goes on as it was, and the new one is its own
         assert sbx.files.read("/home/user/notes.txt") == "second"
