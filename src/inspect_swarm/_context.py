@@ -52,8 +52,8 @@ class SwarmHost(Protocol):
 
     async def stop_begun(self, member: str) -> None:
         """Return once the swarm has begun to stop; or once nothing else can happen: every
-        other member has ended or waits here too, and the controller waits for events with
-        none left to read."""
+        other member has ended, waits here too or waits for its next turn, and the controller
+        waits for events with none left to read. Then every call waiting here returns."""
         ...
 
     async def next_change(self) -> None:

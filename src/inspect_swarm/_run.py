@@ -106,8 +106,10 @@ class SwarmRun:
         cancels were ended by it too, though what reaches them is a bare cancellation."""
         self.stop_reason: SwarmStopReason | None = None
         self._stop_requested = anyio.Event()
-        # members (of the scripted model) waiting in stop_begun(), and what wakes held calls
+        # members (of the scripted model) waiting in stop_begun(), those of them to go on since
+        # no stop can come, and what wakes held calls
         self._holding: set[str] = set()
+        self._let_go: set[str] = set()
         self._change: anyio.Event | None = None
         self._controller_scope: anyio.CancelScope | None = None
         self._tg: anyio.abc.TaskGroup | None = None
@@ -143,10 +145,17 @@ class SwarmRun:
         self._holding.add(member)
         try:
             self.note_change()
-            while not self._stopping and not self._nothing_else(member):
+            while not self._stopping and member not in self._let_go:
+                if self._nothing_else(member):
+                    # every held call goes on at once: the first to go would no longer count as
+                    # held for the others, who would then wait for it
+                    self._let_go |= self._holding
+                    self.note_change()
+                    return
                 await self.next_change()
         finally:
             self._holding.discard(member)
+            self._let_go.discard(member)
 
     async def next_change(self) -> None:
         if self._change is None:
@@ -159,11 +168,15 @@ class SwarmRun:
             self._change = None
 
     def _nothing_else(self, member: str) -> bool:
-        """Every other member has ended or waits in `stop_begun()`, and the controller waits
-        for events with none left to read: no stop can come."""
+        """Every other member has ended, waits in `stop_begun()` or waits for the controller to
+        give it its next turn, and the controller waits for events with none left to read: no
+        stop can come."""
         others = (m for m in self._members if m.name != member)
         idle = self._event_waiter is not None and not self._events
-        return idle and all(m.state == "ended" or m.name in self._holding for m in others)
+        return idle and all(
+            m.state == "ended" or m.name in self._holding or m.turns.waiting is not None
+            for m in others
+        )
 
     @property
     def bus(self) -> SwarmBus | None:

@@ -204,6 +204,26 @@ def test_the_timeline_of_the_board_sample(arm_logs: Path) -> None:
     assert timeline.end == max(m["time"] for m in sample.store[RECORDS[0]]["members"])
 
 
+def test_the_timeline_lanes_follow_the_roster_on_each_backend(backend: str, tmp_path: Path) -> None:
+    # the members' spans begin in the order their tasks start, which trio shuffles at random:
+    # with six samples, one of them almost surely starts its members out of roster order
+    [log] = eval(
+        Task(
+            dataset=[Sample(input="x", target="42", id=n) for n in range(6)],
+            solver=swarm(member(react, count=3), channels=[]),
+            scorer=includes(),
+        ),
+        model=scripted_model(
+            {"members": {"react-2": [{"submit": "42"}], "*": [{"text": "Hmm.", "after": "stop"}]}}
+        ),
+        log_dir=str(tmp_path),
+        display="none",
+    )
+    assert log.samples and len(log.samples) == 6
+    for sample in log.samples:
+        assert swarm_timeline(sample).members == ["react-1", "react-2", "react-3"], sample.id
+
+
 def test_the_timeline_counts_calls_the_swarm_cancelled(arm_logs: Path) -> None:
     timeline = swarm_timeline(one_sample(arm_logs, 3, "count"))
     [cut] = [s for s in timeline.spans if s.member == "w-3"]

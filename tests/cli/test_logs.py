@@ -8,7 +8,11 @@ import re
 from pathlib import Path
 
 import pytest
+from getting_started import getting_started
+from inspect_ai import eval
 from inspect_ai.log import list_eval_logs, read_eval_log
+
+from inspect_swarm.scripted import scripted_model
 
 from ..analysis.swarm_logs import build
 from ..servers import run_script
@@ -153,3 +157,32 @@ def test_show_and_plot_import_inspect_ai_only_when_they_run(logs: Path) -> None:
         assert "inspect_swarm.cli._logs" in modules
         assert not {m for m in modules if m.split(".")[0] == "inspect_ai"}, command
     assert "inspect_ai.log" in imported("show", str(logs))
+
+
+def test_show_reads_logs_on_the_backend_inspect_is_told_to_use(
+    backend: str, tmp_path: Path
+) -> None:
+    # INSPECT_ASYNC_BACKEND (set by `backend`) chooses the loop of the eval, and of inspect_ai's
+    # log reader in show, plot and replay
+    examples = Path(__file__).parents[2] / "examples"
+    [written] = eval(
+        getting_started(k=3),
+        model=scripted_model(examples / "getting_started.yaml", name="demo"),
+        log_dir=str(tmp_path / "logs"),
+        display="none",
+    )
+    done = run_script("show", str(tmp_path / "logs"))
+    assert done.returncode == 0, done.stderr
+    answers = {
+        row[2]: (row[4], row[5])
+        for row in (line.split("\t") for line in done.stdout.splitlines()[1:])
+    }
+    assert answers == {
+        "product": ("42", "react-2"), "sum": ("42", "react-1"), "power": ("1024", "react-3")
+    }  # fmt: skip
+    plotted = run_script(
+        "plot", "timeline", written.location, "--sample", "sum", "-o", str(tmp_path / "t.svg")
+    )
+    assert plotted.returncode == 0, plotted.stderr
+    replayed = run_script("replay", written.location, "-o", str(tmp_path / "replay.yaml"))
+    assert replayed.returncode == 0, replayed.stderr

@@ -6,7 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .pages import DOCS, ROOT
+import pytest
+
+from .pages import DOCS, ROOT, run_page
 
 
 def test_the_first_block_runs_from_the_repository_root(tmp_path: Path) -> None:
@@ -26,3 +28,10 @@ def test_the_first_block_runs_from_the_repository_root(tmp_path: Path) -> None:
     code = "".join(re.findall(r"```\w+\n(.*?)```", page, flags=re.S))
     written = re.findall(r'(?:savefig\("|-o |> )([\w./-]+\.(?:png|svg|txt|json))', code)
     assert written and all(path.startswith("logs/") for path in written), written
+
+
+def test_the_page_runs_on_trio(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the backend inspect_ai is told to use reaches the page's evals and the logs that its
+    # `inspect-swarm show` and `plot` commands read
+    monkeypatch.setenv("INSPECT_ASYNC_BACKEND", "trio")
+    run_page(DOCS / "analysis.md", tmp_path)

@@ -14,6 +14,8 @@ from inspect_ai.util import SandboxEnvironmentSpec
 from inspect_swarm.sandbox import SwarmServerSandboxEnvironment
 from inspect_swarm.scripted import scripted_model
 
+from ..loaded import loaded
+
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
 
@@ -23,10 +25,13 @@ def example(name: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     return importlib.import_module(name)
 
 
-def run_example(module: ModuleType, task: str, script: str, tmp_path: Path) -> EvalSample:
+def run_example(
+    module: ModuleType, task: str, script: str, tmp_path: Path, *, load: bool = False
+) -> EvalSample:
+    path = EXAMPLES / script
     [log] = eval(
         getattr(module, task)(),
-        model=scripted_model(EXAMPLES / script, name="demo"),
+        model=scripted_model(loaded(path) if load else path, name="demo"),
         log_dir=str(tmp_path),
         display="none",
     )
@@ -38,9 +43,13 @@ def members(sample: EvalSample) -> dict[str, str]:
     return {m["name"]: m["status"] for m in sample.store["inspect_swarm:result"]["members"]}
 
 
-def test_stop_on_proof(backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+# loaded: the member scripted to prove first is the slowest, and the result is the same
+@pytest.mark.parametrize("load", [False, True], ids=["unloaded", "loaded"])
+def test_stop_on_proof(
+    backend: str, load: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     module = example("stop_on_proof", monkeypatch)
-    sample = run_example(module, "stop_on_proof", "stop_on_proof.yaml", tmp_path)
+    sample = run_example(module, "stop_on_proof", "stop_on_proof.yaml", tmp_path, load=load)
     assert sample.store["inspect_swarm:ledger"]["stop_reason"] == "controller:proved"
     assert members(sample) == {
         "checked_solver-1": "submitted",

@@ -12,7 +12,9 @@ from inspect_ai.log import EvalSample, resolve_sample_attachments
 from topologies import TOPOLOGIES, Topology, topologies
 
 from inspect_swarm.scripted import scripted_model
+from inspect_swarm.scripted._script import ScriptSource
 
+from ..loaded import loaded
 from .helpers import cli_eval, result, statuses
 
 ROOT = Path(__file__).parents[2]
@@ -29,10 +31,13 @@ EXPECTED = {
 }
 
 
-def run_arm(topology: Topology, tmp_path: Path) -> list[EvalSample]:
+SCRIPT = ROOT / "examples" / "topologies.yaml"
+
+
+def run_arm(topology: Topology, tmp_path: Path, script: ScriptSource = SCRIPT) -> list[EvalSample]:
     [log] = eval(
         topologies(topology),
-        model=scripted_model(ROOT / "examples" / "topologies.yaml", name="demo"),
+        model=scripted_model(script, name="demo"),
         log_dir=str(tmp_path),
         display="none",
     )
@@ -43,7 +48,18 @@ def run_arm(topology: Topology, tmp_path: Path) -> list[EvalSample]:
 
 @pytest.mark.parametrize("topology", TOPOLOGIES)
 def test_each_topology_runs_on_the_same_script(topology: Topology, tmp_path: Path) -> None:
-    samples = run_arm(topology, tmp_path)
+    check_arm(topology, run_arm(topology, tmp_path))
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_each_topology_gives_its_result_on_a_loaded_machine(
+    topology: Topology, tmp_path: Path
+) -> None:
+    # the members the script names first are the slowest: each arm stops where it did
+    check_arm(topology, run_arm(topology, tmp_path, loaded(SCRIPT)))
+
+
+def check_arm(topology: Topology, samples: list[EvalSample]) -> None:
     reason, correct, product = EXPECTED[topology]
     assert {s.store["inspect_swarm:ledger"]["stop_reason"] for s in samples} == {reason}
     assert sum(s.scores is not None and s.scores["match"].value == "C" for s in samples) == correct

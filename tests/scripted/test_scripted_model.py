@@ -14,7 +14,7 @@ from inspect_ai.scorer import match
 from inspect_ai.solver import Solver
 from inspect_ai.tool import Tool, tool
 
-from inspect_swarm import leaderless, member, swarm
+from inspect_swarm import leaderless, member, rounds, swarm, vote
 from inspect_swarm._context import _member
 from inspect_swarm.scripted import ScriptError, scripted_model
 
@@ -432,6 +432,57 @@ def test_a_step_held_for_the_stop_and_a_call_waits_for_both(backend: str, tmp_pa
     assert statuses == {"late": "submitted", "first": "stopped", "second": "stopped"}
     held = calls_by_step(sample)[("second", 1)]
     assert held.completed is not None and held.completed >= member_end(sample, "first")
+
+
+def test_a_step_held_for_the_stop_goes_on_while_the_others_wait_for_their_turn(
+    backend: str, tmp_path: Path
+) -> None:
+    # under rounds(), quick answers round 1 and waits for its next turn, which the controller
+    # gives only once held has answered too: no stop can come, so held goes on
+    script = {
+        "members": {
+            "quick": [{"submit": "1"}, {"submit": "2"}],
+            "held": [{"text": "thinking", "after": "stop"}, {"submit": "2"}, {"submit": "2"}],
+        }
+    }
+    solver = swarm(
+        [member(react, name="quick"), member(react, name="held")],
+        controller=rounds(2),
+        channels=[],
+    )
+    # the time limit only keeps a hold that never ends from hanging the test
+    sample = only_sample(run(scripted_model(script), tmp_path, solver=solver, time_limit=120))
+    statuses = {m["name"]: m["status"] for m in sample.store["inspect_swarm:result"]["members"]}
+    assert statuses == {"quick": "submitted", "held": "submitted"}
+    assert sample.store["inspect_swarm:ledger"]["stop_reason"] == "controller:rounds_done"
+    assert sample.output.completion == "2"
+
+
+def test_calls_held_for_a_stop_that_cannot_come_all_go_on(backend: str, tmp_path: Path) -> None:
+    # a vote waits for both, so no stop can come: both go on, and each next call waits for the
+    # other's, which comes only if the one that went first still lets the other go
+    script = {
+        "members": {
+            "a": [
+                {"text": "x", "after": "stop"},
+                {"text": "y", "after": {"b": 2}},
+                {"submit": "2"},
+            ],
+            "b": [
+                {"text": "x", "after": "stop"},
+                {"text": "y", "after": {"a": 2}},
+                {"submit": "2"},
+            ],
+        }
+    }
+    solver = swarm(
+        [member(react, name="a"), member(react, name="b")], controller=vote(), channels=[]
+    )
+    # the time limit only keeps a hold that never ends from hanging the test
+    sample = only_sample(run(scripted_model(script), tmp_path, solver=solver, time_limit=120))
+    statuses = {m["name"]: m["status"] for m in sample.store["inspect_swarm:result"]["members"]}
+    assert statuses == {"a": "submitted", "b": "submitted"}
+    assert sample.store["inspect_swarm:ledger"]["stop_reason"] == "all_done"
 
 
 @pytest.mark.parametrize("after", ["stop", {"w-1": 2}])

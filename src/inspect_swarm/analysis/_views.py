@@ -94,6 +94,18 @@ def _swarm_events(sample: EvalSample) -> tuple[str, list[dict[str, Any]]]:
     return span, [data for e, data in records if e.span_id == span]
 
 
+def _in_roster_order(members: list[str], sample: EvalSample, span: str) -> list[str]:
+    """`members` in the order of the swarm's ledger, its roster: their spans begin in the order
+    the members started, which the async backend decides (trio need not keep it)."""
+    ledgers = [
+        data["ledger"] for e, data in _evidence(sample.events, "ledger") if e.span_id == span
+    ]
+    if not ledgers:
+        return members
+    roster = [m["name"] for m in ledgers[-1]["members"]]
+    return sorted(members, key=lambda name: roster.index(name) if name in roster else len(roster))
+
+
 class _Lanes:
     """Which member each event belongs to, by its span, and its time from the swarm's start."""
 
@@ -155,7 +167,7 @@ def swarm_timeline(sample: EvalSample) -> SwarmTimeline:
     stop = next((r for r in records if r["type"] == "stop"), None)
     stop_time = None if stop is None else float(stop["time"])
     return SwarmTimeline(
-        members=lanes.members,
+        members=_in_roster_order(lanes.members, sample, span),
         spans=spans,
         marks=sorted(marks, key=lambda m: (m.time, m.member)),
         end=end,

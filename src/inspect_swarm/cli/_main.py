@@ -593,10 +593,17 @@ it: httpx its own command line (click, rich, pygments), httpcore its trio suppor
 blocks, and its MCP server runs on asyncio). Together, a third of a client command's start."""
 
 
+def _unused_modules() -> tuple[str, ...]:
+    """The modules this process blocks: `_UNUSED_MODULES`, but trio when inspect_ai is told to
+    run on it, since `show`, `plot` and `replay` read logs on inspect_ai's async backend."""
+    backend = os.environ.get("INSPECT_ASYNC_BACKEND", "").lower()
+    return tuple(name for name in _UNUSED_MODULES if not (name == "trio" and backend == "trio"))
+
+
 def run() -> None:
     """The `inspect-swarm` console script: `main`, in a process of its own."""
     # a None in sys.modules makes an import fail as if the module were not installed, which
     # both libraries allow for; only here, since other code in a process may need them
-    for name in _UNUSED_MODULES:
+    for name in _unused_modules():
         sys.modules.setdefault(name, None)  # type: ignore[arg-type]
     sys.exit(main())
