@@ -214,6 +214,7 @@ def serve(options: ServerOptions, on_ready: Announce | None = None) -> None:
             state_dir,
             options.isolation,
             options.network,
+            options.network_range,
             options.masks,
             _shares(options),
             forward=(inner, port),

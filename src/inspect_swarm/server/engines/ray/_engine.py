@@ -94,6 +94,11 @@ class RayRunner:
     `RaySlot`s)."""
 
     def __init__(self, host: SandboxHost, address: str | None, server_host: str) -> None:
+        if host.config.network == "nat":
+            raise ValueError(
+                "--network nat: the Ray engine's nodes give sandboxes no way out; run with "
+                "--engine local, or leave --network at none"
+            )
         self._host = host
         host.reap_leftovers()
         connect(address)
