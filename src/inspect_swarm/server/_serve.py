@@ -238,6 +238,7 @@ def serve(options: ServerOptions, on_ready: Announce | None = None) -> None:
             options.max_running,
             options.max_memory_gb,
         ),
+        network=options.network,
     )
     server = assemble(store, sandbox_host, settings, url, options)
     limits = HttpLimits(

@@ -36,6 +36,7 @@ from ..model._types import (
 )
 from ..records._store import Store
 from ..sandboxes._isolation import SandboxError
+from ..sandboxes._network import Outbound
 from ._leases import Keyring, Leases
 
 logger = logging.getLogger(__name__)
@@ -117,8 +118,11 @@ class LongLivedSandboxes:
         self._live: dict[str, LongLivedSandbox] = {}
         leases.hold(self)
 
-    async def start(self, owner: Owner, lease: Lease, spec: SandboxSpec) -> LongLivedSandbox:
-        """Boot a sandbox for `owner` on its account's lease.
+    async def start(
+        self, owner: Owner, lease: Lease, spec: SandboxSpec, outbound: Outbound | None
+    ) -> LongLivedSandbox:
+        """Boot a sandbox for `owner` on its account's lease, routed out under `outbound`
+        (None: no way out).
 
         It ends `spec.lifetime` seconds from now unless its timeout is set again. Raises
         MemoryFull, LeaseEnded (the lease ended while the sandbox booted) or BootFailed.
@@ -130,7 +134,7 @@ class LongLivedSandboxes:
         try:
             # a client that gives up mid-boot must not leave a half-made sandbox
             with anyio.CancelScope(shield=True):
-                sandbox = await engine.create_sandbox(sandbox_id, size)
+                sandbox = await engine.create_sandbox(sandbox_id, size, outbound)
         except BaseException as ex:
             engine.unbook(size)  # whatever ended the boot: the memory is not the sandbox's
             if isinstance(ex, SandboxError | OSError):

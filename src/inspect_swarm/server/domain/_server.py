@@ -65,6 +65,7 @@ from ..model._types import (
 from ..records._runs import Runs, RunView
 from ..records._store import Store
 from ._accounts import Accounts
+from ._egress import way_out
 from ._leases import Keyring, Leases
 from ._long_lived import LongLivedSandbox, LongLivedSandboxes
 from ._quotas import AccountQuotas
@@ -394,9 +395,10 @@ class SwarmServer:
 
     async def _boot(self, owner: Owner, spec: SandboxSpec) -> LongLivedSandbox:
         """Boot a sandbox on the account's lease (rented if the server is free)."""
+        outbound = way_out(self._settings.network, spec.egress)
         lease, _ = self._rent(owner.account)
         with self._quotas.booking(owner.account, spec.size):
-            return await self._sandboxes.start(owner, lease, spec)
+            return await self._sandboxes.start(owner, lease, spec, outbound)
 
     def sandboxes(
         self,

@@ -22,6 +22,7 @@ import anyio.abc
 from ..model._types import RunRecord, Size
 from ..sandboxes._cgroups import Usage
 from ..sandboxes._isolation import User
+from ..sandboxes._network import Outbound
 from ..sandboxes._terminal import TerminalSize
 from ..sandboxes._watch import Change
 
@@ -199,9 +200,12 @@ class Engine(Protocol):
         """Give back what `book` took."""
         ...
 
-    async def create_sandbox(self, sandbox_id: str, size: Size) -> LiveSandbox:
+    async def create_sandbox(
+        self, sandbox_id: str, size: Size, outbound: Outbound | None
+    ) -> LiveSandbox:
         """Make a sandbox outside a run, on memory booked for it, placed by `size` where the
-        engine has several machines (SandboxError or OSError when it cannot)."""
+        engine has several machines, routed out under `outbound` (None: no way out)
+        (SandboxError or OSError when it cannot)."""
         ...
 
     def start_soon(self, func: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:

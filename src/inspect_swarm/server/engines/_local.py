@@ -13,6 +13,7 @@ import anyio.abc
 from .._defaults import machine_memory_bytes
 from ..model._types import Outcome, Size
 from ..sandboxes._isolation import SandboxHost
+from ..sandboxes._network import Outbound
 from ._command import Capacity, Slot, limits, run_in_slot
 from ._engine import LiveSandbox
 from ._scheduler import Turn
@@ -47,9 +48,11 @@ class LocalRunner:
         """End the sandbox the slot kept for the run's next."""
         await slot.close()
 
-    async def create_sandbox(self, sandbox_id: str, size: Size) -> LiveSandbox:
+    async def create_sandbox(
+        self, sandbox_id: str, size: Size, outbound: Outbound | None
+    ) -> LiveSandbox:
         """Boot a sandbox outside a run."""
-        return await self._host.create(sandbox_id, limits(size))
+        return await self._host.create(sandbox_id, limits(size), outbound)
 
     async def aclose(self) -> None:
         """End every sandbox, and remove the server's cgroups."""

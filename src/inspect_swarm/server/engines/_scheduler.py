@@ -35,6 +35,7 @@ from ..model._types import (
     Size,
 )
 from ..records._runs import Runs
+from ..sandboxes._network import Outbound
 from ._command import Command, Tails, command_env
 from ._engine import LiveSandbox, SandboxCredentials
 
@@ -125,8 +126,11 @@ class SlotRunner(Protocol[S]):
         """End what `slot` holds (the sandbox it kept, its room)."""
         ...
 
-    async def create_sandbox(self, sandbox_id: str, size: Size) -> LiveSandbox:
-        """Make a sandbox outside runs (SandboxError or OSError when it cannot)."""
+    async def create_sandbox(
+        self, sandbox_id: str, size: Size, outbound: Outbound | None
+    ) -> LiveSandbox:
+        """Make a sandbox outside runs, routed out under `outbound` (SandboxError or OSError
+        when it cannot)."""
         ...
 
     async def aclose(self) -> None:
@@ -230,9 +234,11 @@ class Scheduler(Generic[S]):
         self._running -= 1
         self._wake()
 
-    async def create_sandbox(self, sandbox_id: str, size: Size) -> LiveSandbox:
+    async def create_sandbox(
+        self, sandbox_id: str, size: Size, outbound: Outbound | None
+    ) -> LiveSandbox:
         """Have the runner make a sandbox outside a run, on memory booked for it."""
-        return await self._runner.create_sandbox(sandbox_id, size)
+        return await self._runner.create_sandbox(sandbox_id, size, outbound)
 
     def start_soon(self, func: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
         """Run a task beside the scheduler, ended with the server (an error ends it alone)."""

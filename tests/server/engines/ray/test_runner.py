@@ -91,7 +91,7 @@ async def test_a_long_lived_sandbox_is_used_on_its_node(
     runner = RayRunner(SandboxHost(IsolationConfig(tmp_path / "state")), ray_cluster.address, "")
     try:
         with anyio.fail_after(120):
-            sandbox = await runner.create_sandbox("sbx-live", Size(1, 1))
+            sandbox = await runner.create_sandbox("sbx-live", Size(1, 1), None)
             try:
                 process = await sandbox.exec(["sh", "-c", "echo $INSPECT_SWARM_NODE"], {})
                 output = b"".join([chunk async for chunk in process.chunks("stdout")])

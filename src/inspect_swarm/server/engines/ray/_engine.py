@@ -30,6 +30,7 @@ import ray.exceptions
 
 from ...model._types import GIB, Outcome, Size
 from ...sandboxes._isolation import IsolationConfig, SandboxHost
+from ...sandboxes._network import Outbound
 from .._command import Capacity, limits
 from .._engine import LiveSandbox
 from .._scheduler import Turn
@@ -186,8 +187,12 @@ class RayRunner:
         if room is not None:
             room.release()
 
-    async def create_sandbox(self, sandbox_id: str, size: Size) -> LiveSandbox:
-        """Have Ray place a sandbox outside a run on a node with room for it."""
+    async def create_sandbox(
+        self, sandbox_id: str, size: Size, outbound: Outbound | None
+    ) -> LiveSandbox:
+        """Have Ray place a sandbox outside a run on a node with room for it (its nodes give
+        no way out, which this server's `--network` never lets a create ask for)."""
+        assert outbound is None, "the Ray engine runs with --network none or host"
         return await place_sandbox(self._agents, sandbox_id, limits(size))
 
     async def aclose(self) -> None:
