@@ -19,18 +19,18 @@ from inspect_swarm.server.sandboxes._cgroups import Limits
 from inspect_swarm.server.sandboxes._isolation import NamespaceSandbox, SandboxHost
 from inspect_swarm.server.sandboxes._network import Outbound
 
-from ...outside import ELSEWHERE, HTTP_PORT, OUTSIDE, REACH, Internet, internet
+from ...outside import ELSEWHERE, HTTP_PORT, OUTSIDE, REACH, Internet, internet, needs_nftables
 from ...servers import needs_namespaces
 
-pytestmark = [needs_namespaces, pytest.mark.anyio]
+pytestmark = [needs_namespaces, needs_nftables, pytest.mark.anyio]
 
 LIMITS = Limits(2**30, 1)
 ANSWERED = "HTTP/1.0 200"
 
 
 @pytest.fixture(scope="module")
-def world() -> Iterator[Internet]:
-    with internet() as made:
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Internet]:
+    with internet(tmp_path_factory.mktemp("internet")) as made, made.inside():
         yield made
 
 

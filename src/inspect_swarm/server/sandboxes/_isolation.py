@@ -770,9 +770,21 @@ class SandboxHost:
         fewer than the most boot at once; routed out under `outbound` when the network is
         `nat` (None: loopback only)."""
         async with self._booting:
-            return await self._create(sandbox_id, limits, outbound)
+            sandbox = await self._create(sandbox_id, limits)
+            if isinstance(sandbox, NamespaceSandbox) and self._gateway is not None:
+                await self._route_out(sandbox, outbound)
+            return sandbox
 
-    async def _create(self, sandbox_id: str, limits: Limits, outbound: Outbound | None) -> Sandbox:
+    async def _route_out(self, sandbox: NamespaceSandbox, outbound: Outbound | None) -> None:
+        """Give a sandbox just booted its way out (kept for the new network of a reset)."""
+        sandbox.gateway, sandbox.outbound = self._gateway, outbound
+        try:
+            await sandbox.route_out()
+        except BaseException:
+            await sandbox.close()
+            raise
+
+    async def _create(self, sandbox_id: str, limits: Limits) -> Sandbox:
         directory = self.sandbox_dir / sandbox_id
         cgroup = await anyio.to_thread.run_sync(self.cgroups.create, limits)
         if self.mode == "process":
@@ -780,10 +792,8 @@ class SandboxHost:
                 (directory / "root" / home).mkdir(parents=True)
             return ProcessSandbox(sandbox_id, directory, self.cgroups, cgroup, limits)
         sandbox = NamespaceSandbox(sandbox_id, directory, self.cgroups, cgroup, limits)
-        sandbox.gateway, sandbox.outbound = self._gateway, outbound
         try:
             await self._boot(sandbox)
-            await sandbox.route_out()
         except BaseException:
             await sandbox.close()
             raise

@@ -6,15 +6,17 @@ Each sandbox gets a /30 of the server's range: the server's end of the pair, the
 `eth0` and a default route through the server's end. The rules live in the server's network
 namespace, where nothing a sandbox's root does reaches them, and hold every sandbox to this:
 
-- its packets leave with its own address only (another is dropped: no spoofing);
-- nothing in the server's namespace answers it (all input from a sandbox is dropped): not the
+- its packets leave with its own address only (others are dropped: no spoofing);
+- nothing in the server's namespace answers it (all input from a sandbox is refused): not the
   host's addresses, not the server's ports; it reaches the server's API through the
   forwarder, on its own loopback (`sandboxes._forward`);
 - loopback, link-local (cloud metadata at 169.254.169.254), multicast and reserved addresses
   and the whole sandbox range (so no other sandbox) are never reached, whatever its lists say;
-- no IPv6 leaves it;
+- no IPv6 leaves it (dropped);
 - at most `CONNECTIONS` connections of it are open at once (connection tracking counts them);
-- then its allow list (reached), its deny list (dropped), anything else reached.
+- then its allow list (reached), its deny list (refused), anything else reached.
+
+What the rules refuse is answered at once (`REFUSE`), not left to time out.
 
 Replies come back through connection tracking; nothing else reaches a sandbox from outside.
 """
@@ -39,6 +41,10 @@ CONNECTIONS = 512
 BLOCKED = ("0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "224.0.0.0/3")
 """What no sandbox reaches, besides the sandbox range: this network, loopback, link-local
 (cloud metadata services), multicast, reserved and broadcast."""
+REFUSE = "goto refuse"
+"""What a sandbox's connection the rules refuse meets: an answer at once (a TCP reset, else
+"administratively prohibited"), so its programs fail fast instead of waiting out their
+timeouts. Not ICMP for TCP: the kernel limits how many ICMP errors it sends a second."""
 _FORWARDING = Path("/proc/sys/net/ipv4/ip_forward")
 _SANDBOX_END = "eth0"
 
@@ -163,9 +169,13 @@ class Gateway:
         return f"""table inet {self._table} {{
   set blocked {{ type ipv4_addr; flags interval; elements = {{ {blocked} }}; }}
   map sandboxes {{ type ifname : verdict; }}
+  chain refuse {{
+    meta l4proto tcp reject with tcp reset
+    reject with icmpx admin-prohibited
+  }}
   chain input {{
     type filter hook input priority filter - 5; policy accept;
-    iifname {ours} drop
+    iifname {ours} {REFUSE}
   }}
   chain forward {{
     type filter hook forward priority filter - 5; policy accept;
@@ -187,10 +197,10 @@ class Gateway:
             f"ip saddr != {address} drop",
             "meta nfproto ipv6 drop",
             "ct state established,related accept",
-            "ip daddr @blocked drop",
-            f"ct count over {CONNECTIONS} drop",
+            f"ip daddr @blocked {REFUSE}",
+            f"ct count over {CONNECTIONS} {REFUSE}",
             *_matching(outbound.allow, "accept"),
-            *_matching(outbound.deny, "drop"),
+            *_matching(outbound.deny, REFUSE),
             "accept",
         ]
         return "".join(

@@ -6,42 +6,43 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from e2b import AsyncSandbox, Sandbox, SandboxException
 
-from ....outside import ELSEWHERE, HTTP_PORT, OUTSIDE, REACH, Internet, internet
-from ....servers import Server, environment_args, needs_namespaces, point_e2b_at, start_server
+from ....outside import ELSEWHERE, HTTP_PORT, OUTSIDE, REACH, Internet, internet, needs_nftables
+from ....servers import Server, needs_namespaces, point_e2b_at
 
-pytestmark = needs_namespaces
+pytestmark = [needs_namespaces, needs_nftables]
 
 ANSWERED = "HTTP/1.0 200"
 ALL_TRAFFIC = "0.0.0.0/0"
 
 
 @pytest.fixture(scope="module")
-def world() -> Iterator[Internet]:
-    with internet() as made:
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Internet]:
+    with internet(tmp_path_factory.mktemp("internet")) as made:
         yield made
 
 
-def _start(tmp_path_factory: pytest.TempPathFactory, *extra: str) -> Iterator[Server]:
-    handle = start_server(tmp_path_factory.mktemp("net") / "state", *environment_args(), *extra)
+def _start(
+    tmp_path_factory: pytest.TempPathFactory, world: Internet, *extra: str
+) -> Iterator[Server]:
+    handle = world.start_server(tmp_path_factory.mktemp("net") / "state", *extra)
     yield handle
     handle.kill(signal.SIGTERM)
 
 
 @pytest.fixture(scope="module")
 def nat(tmp_path_factory: pytest.TempPathFactory, world: Internet) -> Iterator[Server]:
-    yield from _start(tmp_path_factory, "--network", "nat")
+    yield from _start(tmp_path_factory, world, "--network", "nat")
 
 
 @pytest.fixture(scope="module")
 def off(tmp_path_factory: pytest.TempPathFactory, world: Internet) -> Iterator[Server]:
-    yield from _start(tmp_path_factory)
+    yield from _start(tmp_path_factory, world)
 
 
 def reach(sandbox: Sandbox, address: str) -> str:
@@ -50,9 +51,14 @@ def reach(sandbox: Sandbox, address: str) -> str:
     return sandbox.commands.run(f"python3 /tmp/reach.py {address} {HTTP_PORT}").stdout.strip()
 
 
-def ways_out() -> list[str]:
-    links = json.loads(subprocess.run(["ip", "-j", "link"], capture_output=True).stdout)
+def ways_out(world: Internet) -> list[str]:
+    """The server's ends of sandboxes' veth pairs."""
+    links = json.loads(world.run("ip", "-j", "link"))
     return [link["ifname"] for link in links if link["ifname"].startswith("sw")]
+
+
+def tables(world: Internet) -> list[str]:
+    return world.run("nft", "list", "tables").splitlines()
 
 
 def test_no_way_out_by_default(off: Server, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -66,14 +72,14 @@ def test_no_way_out_by_default(off: Server, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_nat_reaches_the_outside_and_cleans_up(
-    nat: Server, monkeypatch: pytest.MonkeyPatch
+    nat: Server, world: Internet, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     point_e2b_at(nat, monkeypatch)
     sandbox = Sandbox.create()
     assert reach(sandbox, OUTSIDE).startswith(ANSWERED)
-    assert len(ways_out()) == 1
+    assert len(ways_out(world)) == 1
     sandbox.kill()
-    assert ways_out() == []
+    assert ways_out(world) == []
 
 
 def test_allow_internet_access_false(nat: Server, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -116,16 +122,11 @@ async def test_the_async_sdk(
 def test_server_stop_leaves_nothing(
     tmp_path: Path, world: Internet, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    before = (ways_out(), tables())
-    handle = start_server(tmp_path / "state", *environment_args(), "--network", "nat")
+    before = (ways_out(world), tables(world))
+    handle = world.start_server(tmp_path / "state", "--network", "nat")
     point_e2b_at(handle, monkeypatch)
     Sandbox.create()  # left running
-    assert len(ways_out()) == len(before[0]) + 1
-    assert len(tables()) == len(before[1]) + 1
+    assert len(ways_out(world)) == len(before[0]) + 1
+    assert len(tables(world)) == len(before[1]) + 1
     handle.kill(signal.SIGTERM)
-    assert (ways_out(), tables()) == before
-
-
-def tables() -> list[str]:
-    listed = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True).stdout
-    return listed.splitlines()
+    assert (ways_out(world), tables(world)) == before
