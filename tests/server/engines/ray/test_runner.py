@@ -101,3 +101,9 @@ async def test_a_long_lived_sandbox_is_used_on_its_node(
         assert output.decode() == f"{sandbox.node}\n"
     finally:
         await runner.aclose()
+
+
+def test_no_way_out_on_the_ray_engine(tmp_path: Path) -> None:
+    host = SandboxHost(IsolationConfig(tmp_path / "state", network="nat"))
+    with pytest.raises(ValueError, match="--network nat: the Ray engine"):
+        RayRunner(host, None, "127.0.0.1")
