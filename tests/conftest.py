@@ -65,9 +65,24 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "ray: a test of the Ray engine (runs with --engines ray)")
 
 
+SERVER_HALF = ("client", "cli", "server", "sandbox/swarm_server", "security")
+"""The folders whose test modules start servers of their own, shared by the module's tests."""
+
+
+def _server_module(item: pytest.Item) -> str | None:
+    """The test's module, relative to tests/, when it is in the server half."""
+    module = item.path.relative_to(Path(__file__).parent).as_posix()
+    return module if module.startswith(tuple(f"{folder}/" for folder in SERVER_HALF)) else None
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Keep the tests of the engines asked for (`--engines`): a test's engine is its `engine`
-    parameter, else ray for those marked so, else local."""
+    parameter, else ray for those marked so, else local.
+
+    Under `--dist loadgroup` each module of the server half runs whole on one worker, so the
+    servers it starts once serve all of its tests; those modules go first, as they take the
+    longest, and the library's tests, spread one by one, fill the workers' last minutes."""
     engines = set(config.getoption("--engines").split(","))
     kept, dropped = [], []
     for item in items:
@@ -78,7 +93,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         (kept if engine in engines else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-        items[:] = kept
+    for item in kept:
+        if (module := _server_module(item)) is not None:
+            item.add_marker(pytest.mark.xdist_group(module))
+    kept.sort(key=lambda item: _server_module(item) is None)
+    items[:] = kept
 
 
 @pytest.fixture(scope="session")

@@ -599,6 +599,9 @@ class SwarmRun:
                     watcher=self,
                     routes=self._routes,
                     exposure=self._controller.policy,
+                    manual_exposure=[
+                        m.name for m in self._members if m.spec.record.exposure == "manual"
+                    ],
                 )
             tap = TranscriptTap(self, self._by_name, self._meter, self._observer, self._bus)
             self._write_result(provisional=True)

@@ -72,8 +72,9 @@ def swarm(
         TypeError: `controller`, `channels` or `budget` is not of a type it accepts.
         ValueError: The parts do not fit together: a roster the controller or a channel
             refuses, routes or channel readers and writers naming no member, a
-            conversational member without an activation policy, repeated channels, a controller that needs a channel that hands out
-            work without one, a split with the wrong number of weights, or member sandboxes
+            conversational member or one with manual exposure without an activation policy,
+            repeated channels, a controller that needs a channel that hands out work without
+            one, a split with the wrong number of weights, or member sandboxes
             the channels cannot serve.
     """
     roster = resolve_roster(_records(members))
@@ -273,13 +274,27 @@ def _check_scheduling(
                     f"swarm(channels=...): the {channel.name} channel's {field} {unknown!r} "
                     f"are no members; the members are {sorted(names)!r}."
                 )
-    talkers = [m.name for m in roster if m.record.conversational]
-    if talkers and not controller.policy:
-        raise ValueError(
-            f"swarm(): members {talkers!r} are conversational, which only an activation policy "
-            "can run (a reply would otherwise go on forever). Use controller=round_robin() or "
-            "superstep(), or drop conversational=True."
-        )
+    if controller.policy:
+        return
+    for refused, why, option in (
+        (
+            [m.name for m in roster if m.record.conversational],
+            "are conversational, which only an activation policy can run (a reply would "
+            "otherwise go on forever)",
+            "conversational=True",
+        ),
+        (
+            [m.name for m in roster if m.record.exposure == "manual"],
+            "have exposure='manual', but exposure evidence is recorded only under an "
+            "activation policy",
+            "exposure='manual'",
+        ),
+    ):
+        if refused:
+            raise ValueError(
+                f"swarm(): members {refused!r} {why}. Use controller=round_robin() or "
+                f"superstep(), or drop {option}."
+            )
 
 
 def _member_models(roster: Sequence[MemberSpec]) -> list[str]:

@@ -10,7 +10,16 @@ import anyio.lowlevel
 import pytest
 from inspect_ai.agent import Agent, AgentState, agent, react
 from inspect_ai.event import InfoEvent, ModelEvent, SpanBeginEvent, ToolEvent
-from inspect_ai.model import ChatMessage, ChatMessageUser, get_model
+from inspect_ai.model import (
+    ChatMessage,
+    ChatMessageUser,
+    GenerateConfig,
+    Model,
+    ModelAPI,
+    get_model,
+    modelapi,
+)
+from inspect_ai.tool import ToolChoice, ToolInfo
 from inspect_ai.util import time_limit
 
 from inspect_swarm import (
@@ -20,6 +29,7 @@ from inspect_swarm import (
     SwarmControl,
     member,
     messages,
+    record_exposure,
     round_robin,
     shared_memory,
     superstep,
@@ -31,7 +41,9 @@ from inspect_swarm import (
 )
 from inspect_swarm._contracts._member import member_from_value
 from inspect_swarm._runtime._schedule import message_hash
+from inspect_swarm.scripted import scripted_model
 
+from ..channels.test_subagents import deep, dispatch
 from .helpers import info_events, infos, metrics_member, result, run, statuses, stop_reason
 
 
@@ -194,6 +206,9 @@ def send(to: str, text: str) -> dict[str, Any]:
     return {"tool": "messages", "arguments": {"command": "send", "to": to, "text": text}}
 
 
+READ = {"tool": "messages", "arguments": {"command": "read"}}
+
+
 def test_routes_refuse_a_send_with_no_permitted_recipient(backend: str, tmp_path: Path) -> None:
     sample = run(
         swarm(
@@ -267,10 +282,7 @@ def secret_run(tmp_path: Path, **policy: Any) -> Any:
             controller=pass_a_secret(**policy),
             channels=[messages()],
         ),
-        {
-            "a": [send("b", SECRET)],
-            "b": [{"tool": "messages", "arguments": {"command": "read"}}, "Noted."],
-        },
+        {"a": [send("b", SECRET)], "b": [READ, "Noted."]},
         tmp_path,
     )
 
@@ -467,3 +479,164 @@ def test_a_wait_in_an_activation_ends_as_the_others_wait_for_theirs(
     # ends at once; the message b sent in between is news for its second
     assert [e["outcome"] for e in waited] == ["all_waiting", "news"]
     assert waited[0]["seconds"] < 10
+
+
+def test_a_generation_served_from_the_cache_is_exposed_as_a_replay(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("INSPECT_CACHE_DIR", str(tmp_path / "cache"))
+    # the same eval twice: the first run's generations are fresh, the second's are replayed
+    first, second = (
+        run(
+            swarm(
+                [member(swarm_react, name="a"), member(swarm_react, name="b")],
+                controller=pass_a_secret(),
+                channels=[messages()],
+            ),
+            {"a": [send("b", SECRET)], "b": [READ, "Noted."]},
+            tmp_path / run_name,
+            cache=True,
+        )
+        for run_name in ("fresh", "cached")
+    )
+    for sample, cache in ((first, "write"), (second, "read")):
+        calls = [e for e in sample.events if isinstance(e, ModelEvent)]
+        assert {e.cache for e in calls} == {cache}
+        [found] = [e for e in exposed(sample) if e.get("read")]
+        [event] = [e for e in calls if e.uuid == found["event"]]
+        assert found["member"] == "b" and found["record"] == "m-1"
+        assert found["replay"] is (event.cache == "read")
+        assert metrics_member(sample, "b")["exposure"] == "complete"
+
+
+def test_a_deepagent_member_takes_one_model_step_per_activation(
+    backend: str, tmp_path: Path
+) -> None:
+    sample = run(
+        swarm(
+            [member(deep, name="d"), member(swarm_react, name="r")],
+            controller=round_robin(max_rounds=3),
+            channels=[shared_memory()],
+        ),
+        {
+            "d": [
+                append("d1"),
+                # its second step hands work to a general() subagent, which takes its next steps
+                dispatch("Add d2."),
+                append("d2"),
+                {"submit": "added"},
+                append("d3"),
+            ],
+            "r": [append("r1"), append("r2"), append("r3")],
+        },
+        tmp_path,
+    )
+    sent = [e["payload"] for e in infos(sample, "comm") if e["kind"] == "sent"]
+    assert sent == ["d1", "r1", "d2", "r2", "d3", "r3"]
+    assert stop_reason(sample) == "policy:max_rounds"
+    assert statuses(sample) == {"d": "stopped", "r": "stopped"}
+    ends = [e for e in events_of(sample, "activation_end") if e["member"] == "d"]
+    # a step counts the subagent's model calls; its tool calls are the member's own loop's
+    assert [(e["activation"], e["steps"], e["tool_calls"]) for e in ends] == [
+        (1, 1, ["shared_memory"]),
+        (2, 3, ["agent"]),
+        (3, 1, ["shared_memory"]),
+    ]
+    assert {(e["status"], e["boundary"]) for e in ends} == {("waiting", "step")}
+    [span] = [e for e in sample.events if isinstance(e, SpanBeginEvent) and e.name == "d"]
+    assert {e.span_id for e in info_events(sample, "schedule") if e.data["member"] == "d"} == {
+        span.id
+    }
+
+
+@modelapi(name="filtering")
+class Filtering(ModelAPI):
+    """An experiment's model-side filter around a scripted model: the model receives its input
+    with the secret redacted (or not), and the experiment records what got through for its
+    first `observe` calls."""
+
+    def __init__(self, inner: Model, *, redact: bool, observe: int) -> None:
+        super().__init__(model_name="filtering")
+        self._inner, self._redact, self._observe = inner, redact, observe
+
+    async def generate(
+        self,
+        input: list[ChatMessage],
+        tools: list[ToolInfo],
+        tool_choice: ToolChoice,
+        config: GenerateConfig,
+    ) -> Any:
+        received = [scrub(m) for m in input] if self._redact else input
+        if self._observe > 0:
+            self._observe -= 1
+            record_exposure(received)
+        return await self._inner.api.generate(received, tools, tool_choice, config)
+
+
+def scrub(message: ChatMessage) -> ChatMessage:
+    return (
+        message.model_copy(update={"content": "[redacted]"}) if SECRET in message.text else message
+    )
+
+
+@agent
+def filtered_reader(redact: bool, observe: int) -> Agent:
+    """b, reading a's message, behind the experiment's filter."""
+    inner = scripted_model({"members": {"b": [READ, "Noted."]}})
+    model = Model(Filtering(inner, redact=redact, observe=observe), GenerateConfig())
+    return react(tools=[swarm_tools()], model=model, on_continue=swarm_on_continue())
+
+
+@pytest.mark.parametrize(
+    ("redact", "observe", "found", "coverage"),
+    [
+        (False, 2, True, "complete"),
+        (True, 2, False, "complete"),
+        # the read reaches only the second call, which the experiment did not observe
+        (False, 1, False, "failed"),
+        (False, 0, False, "none"),
+    ],
+)
+def test_a_manual_member_is_exposed_only_by_what_the_experiment_records(
+    redact: bool, observe: int, found: bool, coverage: str, backend: str, tmp_path: Path
+) -> None:
+    sample = run(
+        swarm(
+            [
+                member(swarm_react, name="a"),
+                member(
+                    filtered_reader,
+                    {"redact": redact, "observe": observe},
+                    name="b",
+                    exposure="manual",
+                ),
+            ],
+            controller=pass_a_secret(),
+            channels=[messages()],
+        ),
+        {"a": [send("b", SECRET)]},
+        tmp_path,
+    )
+    # the swarm saw the secret in b's second model input, and did not check it itself
+    calls = [e for e in sample.events if isinstance(e, ModelEvent) and "filtering" in e.model]
+    last = calls[1].input[-1].text
+    assert len(calls) == 2 and SECRET in sample.attachments[last.removeprefix("attachment://")]
+    [read] = [e for e in infos(sample, "comm") if e["kind"] == "read" and e["member"] == "b"]
+    evidence = [e for e in exposed(sample) if e["member"] == "b"]
+    if found:
+        [seen] = evidence
+        assert (seen["read"], seen["record"]) == (read["read"], "m-1")
+        assert (seen["observed"], seen["event"], seen["replay"]) == ("manual", None, False)
+    else:
+        assert evidence == []
+    assert metrics_member(sample, "b")["exposure"] == coverage
+
+
+def test_manual_exposure_is_checked_and_needs_a_policy() -> None:
+    with pytest.raises(ValueError, match=r"member\(exposure=...\): 'off' is not an exposure"):
+        member(swarm_react, exposure="off")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"members \['b'\] have exposure='manual'"):
+        swarm([member(swarm_react, name="a"), member(swarm_react, name="b", exposure="manual")])
+    # the logged form builds the member again
+    logged = member(swarm_react, exposure="manual").model_dump()
+    assert member_from_value(logged).exposure == "manual"

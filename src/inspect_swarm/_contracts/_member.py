@@ -1,7 +1,7 @@
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal, cast, get_args
 
 from inspect_ai._util.registry import (
     has_registry_params,
@@ -33,6 +33,11 @@ AgentFactory = Callable[..., Agent]
 RESERVED_NAMES = ("init", "solvers", "scorers")
 _MESSAGE: TypeAdapter[ChatMessage] = TypeAdapter(ChatMessage)
 BRIDGED_NAMESPACE = "inspect_swe/"
+
+ExposureMode = Literal["auto", "manual"]
+"""Who observes a member's model inputs for exposure evidence under an activation policy: the
+swarm, at each successful model call (`auto`), or the experiment alone, through
+`record_exposure()` (`manual`)."""
 
 
 class Member(BaseModel):
@@ -88,6 +93,9 @@ class Member(BaseModel):
     """Under an activation policy, a reply without tool calls ends the member's activation,
     not the member."""
 
+    exposure: ExposureMode = "auto"
+    """Who observes the member's model inputs for exposure evidence, under a policy."""
+
     @model_serializer
     def _serialize(self) -> dict[str, Any]:
         # the logged form is the form swarm() accepts (and the CLI's -S), so a log rebuilds
@@ -116,6 +124,8 @@ class Member(BaseModel):
             )
         if self.conversational:
             logged["conversational"] = True
+        if self.exposure != "auto":
+            logged["exposure"] = self.exposure
         return logged
 
 
@@ -133,6 +143,7 @@ def member(
     visible_sandboxes: Sequence[str] = (),
     input: str | Sequence[ChatMessage] | None = None,
     conversational: bool = False,
+    exposure: ExposureMode = "auto",
 ) -> Member:
     """A swarm member, with a name, role, limits or count.
 
@@ -182,6 +193,11 @@ def member(
         conversational: Under an activation policy, a reply without tool calls ends the
             member's activation and the member goes on at the next one, with no prompt to
             continue added. `swarm()` refuses it under a controller that is not a policy.
+        exposure: Under an activation policy, who observes the member's model inputs for
+            exposure evidence: the swarm, at each successful model call (`auto`), or only the
+            experiment, which calls `record_exposure()` with what its own model-side filter
+            let through (`manual`). `swarm()` refuses `manual` under a controller that is
+            not a policy.
 
     Returns:
         The member record.
@@ -191,8 +207,9 @@ def member(
             fit the factory's signature, or a limit is not an Inspect limit.
         ValueError: `args` or `count` above 1 with a built agent, a `count` below 1, a bad
             `name` or `delivery`, a working or unknown limit, an ACP agent, or
-            `visible_sandboxes` without `sandbox` or with `default`, an empty `input`, or
-            an `input` list with something other than chat messages.
+            `visible_sandboxes` without `sandbox` or with `default`, an empty `input`, an
+            `input` list with something other than chat messages, or an `exposure` other
+            than `auto` and `manual`.
     """
     built = _is_built_agent(agent)
     if not built and not _is_agent_factory(agent):
@@ -241,6 +258,11 @@ def member(
             "default is its own sandbox. Name the shared services only."
         )
     own_input = _check_input(input)
+    if exposure not in get_args(ExposureMode):
+        raise ValueError(
+            f'member(exposure=...): {exposure!r} is not an exposure mode. Use "auto" (the '
+            'swarm checks each model call) or "manual" (only record_exposure() observes).'
+        )
     return Member(
         agent=agent if built else None,
         factory=None if built else agent,
@@ -255,6 +277,7 @@ def member(
         visible_sandboxes=list(visible_sandboxes),
         input=own_input,
         conversational=bool(conversational),
+        exposure=exposure,
     )
 
 

@@ -14,8 +14,11 @@ def record_exposure(messages: Sequence[ChatMessage]) -> list[str]:
     against what it was shown (a record it read, a notice) and records `exposed` evidence.
     An experiment whose own model-side filters change the input after the swarm sees it
     calls this with the messages that reached the model, from inside the member (its model
-    wrapper, say): each record found is recorded as `exposed` with `observed: manual`. Outside
-    a policy it records nothing.
+    wrapper, say): each record found is recorded as `exposed` with `observed: manual`. With
+    `member(..., exposure="manual")` the swarm leaves that member's model calls unchecked, so
+    its evidence comes from these calls alone, and its coverage is `complete` only once they
+    observed as many inputs as it made successful model calls. Outside a policy it records
+    nothing.
 
     Args:
         messages: The input messages as they reached the model.

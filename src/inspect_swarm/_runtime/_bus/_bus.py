@@ -138,14 +138,16 @@ class SwarmBus:
         *,
         routes: Collection[tuple[str, str]] | None = None,
         exposure: bool = False,
+        manual_exposure: Collection[str] = (),
     ) -> None:
         """Open every channel for the run; `comms` is where each member's communication is
         counted (its `MemberRun.comm`), and `watcher` hears of records and waits. `routes`
         are the (sender, recipient) pairs an addressed record may take (`None`: any), and
-        `exposure` has the bus look for what members were shown in their model inputs."""
+        `exposure` has the bus look for what members were shown in their model inputs, but
+        for those of the `manual_exposure` members, which their experiment observes."""
         self._host = host
         self._routes = None if routes is None else frozenset(routes)
-        self._exposure = ExposureWatch() if exposure else None
+        self._exposure = ExposureWatch(manual_exposure) if exposure else None
         self._reads_numbered = 0
         self._cutoff: int | None = None
         self._watcher = watcher
@@ -795,7 +797,7 @@ class SwarmBus:
         """A completed model call of the member (from the transcript tap): checked for what
         the member was shown, and counted only as far as the wiring checks need it, which
         warn once the member misses a piece."""
-        if self._exposure is not None and event.output.choices:
+        if self._exposure is not None and event.output.choices and self._exposure.automatic(member):
             self._exposed(member, event.input, event=event.uuid, replay=event.cache == "read")
         comm = self._members[member]
         if comm.own_calls >= 2 and comm.calls >= 1:

@@ -4,7 +4,7 @@ successful model call of the same conversation, and how complete that observatio
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -28,16 +28,25 @@ class Claim:
 
 
 class ExposureWatch:
-    """The claims of each member's conversations, and each member's coverage."""
+    """The claims of each member's conversations, and each member's coverage. The model calls
+    of a `manual` member are only counted: its experiment observes them (`check()` through
+    `record_exposure()`), and its coverage is complete when it observed as many."""
 
-    def __init__(self) -> None:
+    def __init__(self, manual: Collection[str] = ()) -> None:
+        self._manual = frozenset(manual)
         self._claims: dict[tuple[str, str | None], list[Claim]] = {}
         self._checked: Counter[str] = Counter()
         self._failed: Counter[str] = Counter()
+        self._calls: Counter[str] = Counter()
 
     def claim(self, member: str, loop: str | None, claim: Claim) -> None:
         if claim.text:
             self._claims.setdefault((member, loop), []).append(claim)
+
+    def automatic(self, member: str) -> bool:
+        """Count a successful model call of the member; whether the swarm checks it."""
+        self._calls[member] += 1
+        return member not in self._manual
 
     def check(
         self, member: str, loop: str | None, messages: Sequence[ChatMessage] | None
@@ -58,6 +67,8 @@ class ExposureWatch:
         return found
 
     def coverage(self, member: str) -> Coverage:
-        if self._failed[member]:
+        checked = self._checked[member]
+        unobserved = member in self._manual and checked < self._calls[member]
+        if self._failed[member] or (checked and unobserved):
             return "failed"
-        return "complete" if self._checked[member] else "none"
+        return "complete" if checked else "none"
