@@ -105,7 +105,13 @@ class Gateway:
         self._remove_links()
         _nft(f"add table inet {self._table}\ndelete table inet {self._table}\n")
         self._check_routes()
-        _FORWARDING.write_text("1")
+        try:
+            _FORWARDING.write_text("1")
+        except OSError as ex:
+            raise NetworkError(
+                f"cannot turn IPv4 forwarding on ({ex.strerror}): sandboxes' way out needs "
+                f"{_FORWARDING} writable, as root in the server's network namespace"
+            ) from None
         _nft(self._ruleset())
 
     async def attach(self, namespace: int, outbound: Outbound) -> Link:
