@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from ..servers import OTHER_KEY, Server, point_e2b_at
+from .conftest import served
 
 e2b = pytest.importorskip("e2b")
 
@@ -265,3 +266,93 @@ def test_a_private_port_opens_to_its_own_traffic_token_only(
     finally:
         attacker.kill()
         victim.kill()
+
+
+def test_a_snapshot_or_fork_stays_within_its_owners_reach(
+    server: Server, two: tuple[e2b.Sandbox, e2b.Sandbox]
+) -> None:
+    victim, attacker = two
+    victim.files.write("secret.txt", "the victim's")
+    snapshot = victim.create_snapshot(name="private")
+    # another account's key, and a sandbox's own key (its children alone), reach neither the
+    # victim's snapshot (by id or name) nor its sandbox
+    sandbox_key = attacker.commands.run("printenv E2B_API_KEY").stdout.strip()
+    for key in (OTHER_KEY, sandbox_key):
+        with httpx.Client(base_url=server.url, headers={"X-API-KEY": key}, timeout=60) as http:
+            listed = http.get("/snapshots", params={"sandboxID": victim.sandbox_id})
+            assert listed.status_code == 200 and listed.json() == []
+            for template in (snapshot.snapshot_id, "private"):
+                made = http.post("/sandboxes", json={"templateID": template})
+                assert made.status_code == 404, made.text
+            assert http.delete(f"/templates/{snapshot.snapshot_id}").status_code == 404
+            for call in ("fork", "snapshots"):
+                answer = http.post(f"/sandboxes/{victim.sandbox_id}/{call}", json={})
+                assert answer.status_code == 404, (call, answer.text)
+    # the owner's is untouched
+    owned = [s.snapshot_id for s in e2b.Sandbox.list_snapshots().next_items()]
+    assert owned == [snapshot.snapshot_id]
+    assert e2b.Sandbox.delete_snapshot(snapshot.snapshot_id)
+
+
+def test_a_snapshot_holds_its_own_sandboxs_files_and_links_as_links(
+    server: Server, two: tuple[e2b.Sandbox, e2b.Sandbox]
+) -> None:
+    victim, attacker = two
+    victim.files.write("/tmp/victim-tmp", "the victim's")
+    victim.files.write("/home/user/victim-home", "the victim's")
+    # links to the host's files (as the server sees paths) and to another sandbox's root
+    links = {"shadow": "/etc/shadow", "state": str(server.state_dir), "init": "/proc/1/root"}
+    for name, target in links.items():
+        attacker.commands.run(f"ln -s {target} /home/user/{name} && ln -s {target} /tmp/{name}")
+    snapshot = attacker.create_snapshot()
+    try:
+        kept = list((server.state_dir / "snapshots").rglob("*"))
+        assert not any(path.name.startswith("victim-") for path in kept)
+        found = {p.name: p for p in kept if p.name in links}
+        assert len(found) == len(links)  # one of each name in its home, /tmp's kept apart
+        for path in found.values():
+            assert path.is_symlink() and str(path.readlink()) == links[path.name]
+        with e2b.Sandbox.create(snapshot.snapshot_id) as copy:
+            for name, target in links.items():
+                for where in ("/home/user", "/tmp"):
+                    shown = copy.commands.run(f"readlink {where}/{name}").stdout
+                    assert shown == f"{target}\n"
+            assert not copy.files.exists("/tmp/victim-tmp")
+            assert not copy.files.exists("/home/user/victim-home")
+    finally:
+        e2b.Sandbox.delete_snapshot(snapshot.snapshot_id)
+
+
+@pytest.fixture(scope="module")
+def capped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A server whose accounts' snapshots may take 50 MiB in all."""
+    yield from served(tmp_path_factory, "capped", "--memory-gib", "4", "--snapshot-gib", "0.05")
+
+
+def _kept_bytes(server: Server) -> int:
+    found = (server.state_dir / "snapshots").rglob("*")
+    return sum(path.lstat().st_blocks * 512 for path in found)
+
+
+def test_snapshots_cannot_fill_the_disk_past_their_cap(
+    capped: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    point_e2b_at(capped, monkeypatch)
+    cap = 50 * 1024**2
+    with e2b.Sandbox.create() as sbx:
+        sbx.commands.run("head -c 30000000 /dev/urandom > /home/user/a")
+        first = sbx.create_snapshot()
+        kept = _kept_bytes(capped)
+        assert 30_000_000 <= kept <= cap
+        # a second would pass the cap, as would a fork's copy: refused, nothing copied
+        with pytest.raises(e2b.SandboxException, match="snapshots: your account's take"):
+            sbx.create_snapshot()
+        with pytest.raises(e2b.SandboxException, match="snapshots: your account's take"):
+            sbx.fork()
+        assert _kept_bytes(capped) == kept
+        # nor does one pass it through /tmp, which is held in memory
+        e2b.Sandbox.delete_snapshot(first.snapshot_id)
+        sbx.commands.run("head -c 30000000 /dev/urandom > /tmp/b")
+        with pytest.raises(e2b.SandboxException, match="files to copy"):
+            sbx.create_snapshot()
+        assert _kept_bytes(capped) == 0

@@ -559,11 +559,11 @@ def test_e2b_paths_this_server_lacks_are_e2bs_501_whatever_the_method_or_account
     # to read it), and never a way around the account check of what it does offer
     live = e2b_box["E2b-Sandbox-Id"]
     lacking = [
-        ("POST", f"/sandboxes/{live}/fork"),
+        ("POST", f"/sandboxes/{live}/refreshes"),
         ("GET", f"/sandboxes/{live}/logs"),
         ("PUT", f"/sandboxes/{live}/network"),
         ("GET", "/volumes"),
-        ("DELETE", "/templates/base"),
+        ("GET", "/templates/base"),
         ("POST", "/v3/templates"),
         ("PATCH", "/sandboxes"),
     ]

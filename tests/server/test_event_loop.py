@@ -159,12 +159,14 @@ async def test_a_burst_of_starts_boots_a_few_sandboxes_at_a_time(
     booting, most = 0, 0
     create = SandboxHost._create
 
-    async def counted(self: SandboxHost, sandbox_id: str, limits: Limits) -> Sandbox:
+    async def counted(
+        self: SandboxHost, sandbox_id: str, limits: Limits, snapshot: str | None
+    ) -> Sandbox:
         nonlocal booting, most
         booting += 1
         most = max(most, booting)
         try:
-            return await create(self, sandbox_id, limits)
+            return await create(self, sandbox_id, limits, snapshot)
         finally:
             booting -= 1
 

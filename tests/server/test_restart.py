@@ -11,7 +11,7 @@ import pytest
 from inspect_swarm.server.sandboxes._cgroups import _ROOT, _V1_CONTROLLERS, _own_cgroups
 from inspect_swarm.server.sandboxes._isolation import base_cgroup_name
 
-from ..servers import Server, needs_namespaces, start_server, wait_for, wait_until
+from ..servers import Server, needs_namespaces, point_e2b_at, start_server, wait_for, wait_until
 
 pytestmark = needs_namespaces
 
@@ -108,3 +108,36 @@ def test_a_killed_servers_cgroups_go_when_the_next_starts_and_live_ones_stay(
         idle.kill()
     # stopped, not killed: a server removes its own
     assert _bases(tmp_path / "idle") == [] and _bases(tmp_path / "next") == []
+
+
+def test_snapshots_outlive_a_killed_server_and_copies_cut_short_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    e2b = pytest.importorskip("e2b")
+    state = tmp_path / "state"
+    first = start_server(state, "--memory-gib", "2")
+    try:
+        point_e2b_at(first, monkeypatch)
+        sbx = e2b.Sandbox.create()
+        sbx.files.write("kept.txt", "kept")
+        snapshot = sbx.create_snapshot(name="across")
+    finally:
+        first.kill(signal.SIGKILL)
+    # a copy the killed server was making when it died (none of its snapshots)
+    cut_short = state / "snapshots" / "snap-cutshort"
+    cut_short.mkdir()
+    (cut_short / "part").write_text("half")
+
+    second = start_server(state, "--memory-gib", "2")
+    try:
+        point_e2b_at(second, monkeypatch)
+        listed = e2b.Sandbox.list_snapshots().next_items()
+        assert [s.snapshot_id for s in listed] == [snapshot.snapshot_id]
+        assert not cut_short.exists()
+        with e2b.Sandbox.create("across") as again:
+            assert again.files.read("kept.txt") == "kept"
+        assert e2b.Sandbox.delete_snapshot(snapshot.snapshot_id)
+        assert list((state / "snapshots").iterdir()) == []
+        assert (state / "snapshots").stat().st_mode & 0o777 == 0o700
+    finally:
+        second.kill()

@@ -324,6 +324,12 @@ def _server_parser(server: argparse.ArgumentParser) -> None:
         "small disk; 0: no quota)",
     )
     add(
+        "--snapshot-gib",
+        type=non_negative,
+        metavar="GIB",
+        help="the disk each account's snapshots may take, in all (default: one sandbox's disk)",
+    )
+    add(
         "--max-pids",
         type=positive,
         metavar="N",

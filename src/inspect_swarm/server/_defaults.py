@@ -90,6 +90,8 @@ class ServerOptions(NamedTuple):
     exposes: tuple[str, ...] = ()
     """`HOST[:PATH]`: a host path mounted read-only in every sandbox (at PATH, else its own)."""
     disk_gib: float | None = None
+    snapshot_gib: float | None = None
+    """The disk each account's snapshots may take, in all (None: one sandbox's disk)."""
     max_pids: int | None = None
     engine: Literal["local", "ray"] = "local"
     """Where sandboxes of runs run: this machine, or the nodes of a Ray cluster."""

@@ -232,6 +232,9 @@ def serve(options: ServerOptions, on_ready: Announce | None = None) -> None:
         stuck_timeout=options.stuck_timeout,
         plan=options.plan,
         disk_mb=_disk_mb(sandbox_host, state_dir),
+        snapshot_mb=int(
+            (disk_gib if options.snapshot_gib is None else options.snapshot_gib) * 1024
+        ),
         quotas=Quotas(
             options.max_queued,
             options.runs_per_minute,

@@ -59,7 +59,7 @@ async def nat(tmp_path: Path, world: Internet) -> AsyncIterator[SandboxHost]:
 
 
 async def _boot(host: SandboxHost, outbound: Outbound | None = isolation.OPEN) -> NamespaceSandbox:
-    box = await host.create("sbx-network", LIMITS, outbound)
+    box = await host.create("sbx-network", LIMITS, outbound=outbound)
     assert isinstance(box, NamespaceSandbox)
     return box
 

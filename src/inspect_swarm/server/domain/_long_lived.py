@@ -58,6 +58,8 @@ class LongLivedSandbox:
     env: dict[str, str]
     """Variables every process gets (the lease's with its own key, E2B's and the create
     call's)."""
+    asked_env: dict[str, str]
+    """The create call's own variables (in `env`), which a fork of it gets too."""
     token: str
     """The access token its E2B daemon requires (`X-Access-Token`)."""
     traffic_token: str | None
@@ -87,6 +89,18 @@ class LongLivedSandbox:
     def state(self) -> str:
         """`paused` while its processes are frozen, else `running`."""
         return "running" if self.paused_at is None else "paused"
+
+    def forked(self, lifetime: int) -> SandboxSpec:
+        """A sandbox made as this one was, to live `lifetime` seconds."""
+        return SandboxSpec(
+            self.template,
+            self.size,
+            lifetime,
+            self.metadata,
+            self.asked_env,
+            pause_on_timeout=self.pause_on_timeout,
+            public_traffic=self.traffic_token is None,
+        )
 
     def record(self) -> LongLivedRecord:
         """Its record, while it is alive."""
@@ -119,10 +133,16 @@ class LongLivedSandboxes:
         leases.hold(self)
 
     async def start(
-        self, owner: Owner, lease: Lease, spec: SandboxSpec, outbound: Outbound | None
+        self,
+        owner: Owner,
+        lease: Lease,
+        spec: SandboxSpec,
+        outbound: Outbound | None,
+        snapshot: str | None = None,
     ) -> LongLivedSandbox:
-        """Boot a sandbox for `owner` on its account's lease, routed out under `outbound`
-        (None: no way out).
+        """Boot a sandbox for `owner` on its account's lease, with the files of the
+        engine's snapshot `snapshot` if given, routed out under `outbound` (None: no way
+        out).
 
         It ends `spec.lifetime` seconds from now unless its timeout is set again. Raises
         MemoryFull, LeaseEnded (the lease ended while the sandbox booted) or BootFailed.
@@ -134,7 +154,7 @@ class LongLivedSandboxes:
         try:
             # a client that gives up mid-boot must not leave a half-made sandbox
             with anyio.CancelScope(shield=True):
-                sandbox = await engine.create_sandbox(sandbox_id, size, outbound)
+                sandbox = await engine.create_sandbox(sandbox_id, size, outbound, snapshot)
         except BaseException as ex:
             engine.unbook(size)  # whatever ended the boot: the memory is not the sandbox's
             if isinstance(ex, SandboxError | OSError):
@@ -161,6 +181,7 @@ class LongLivedSandboxes:
                 "E2B_SANDBOX_ID": sandbox_id,
                 **spec.env,
             },
+            asked_env=dict(spec.env),
             token=secrets.token_urlsafe(24),
             traffic_token=None if spec.public_traffic else secrets.token_urlsafe(24),
             sandbox=sandbox,
@@ -260,6 +281,22 @@ class LongLivedSandboxes:
             box.paused_at = None
             self.set_timeout(box, lifetime)
             return True
+
+    async def save(self, box: LongLivedSandbox, storage: str, most: int) -> int:
+        """Copy the sandbox's files aside as the engine's snapshot `storage` if they take at
+        most `most` bytes, its processes frozen meanwhile (unless paused already) so that
+        the copy is of one moment; the bytes it takes."""
+        async with box.changing:
+            running = box.paused_at is None
+            if running:
+                await _freeze(box, True)
+            try:
+                with anyio.CancelScope(shield=True):  # the sandbox must not stay frozen
+                    taken = await box.sandbox.save(storage, most)
+            finally:
+                if running:
+                    await _freeze(box, False)
+        return taken
 
     def set_timeout(self, box: LongLivedSandbox, timeout: int) -> None:
         """End the sandbox `timeout` seconds from now (SandboxState while it is paused)."""

@@ -56,6 +56,8 @@ from ..model._types import (
     SandboxState,
     ServerState,
     Settings,
+    SnapshotRecord,
+    SwarmError,
     SwarmSandbox,
     SwarmTooLarge,
     TemplateNotFound,
@@ -69,8 +71,11 @@ from ._egress import way_out
 from ._leases import Keyring, Leases
 from ._long_lived import LongLivedSandbox, LongLivedSandboxes
 from ._quotas import AccountQuotas
+from ._snapshots import Snapshots
 
 RECORDS_KEPT_SECONDS = 7 * 24 * 3600
+MAX_FORKS = 20
+"""The most sandboxes one fork makes (as E2B's)."""
 _CHECKPOINT_SECONDS = 1.0
 
 logger = logging.getLogger(__name__)
@@ -92,6 +97,7 @@ class SwarmServer:
         self._accounts = Accounts(store, settings.quotas, self._leases, keyring)
         self._quotas = AccountQuotas(store, self._accounts.quotas)
         self._sandboxes = LongLivedSandboxes(store, self._leases, keyring, engine, settings.disk_mb)
+        self._snapshots = Snapshots(store, engine, self._sandboxes, settings.snapshot_mb)
         self._stopped: str | None = None
         self._recover()
 
@@ -387,18 +393,26 @@ class SwarmServer:
         return await self._boot(owner, spec)
 
     async def start_sandbox(self, owner: Owner, spec: SandboxSpec) -> LongLivedSandbox:
-        """Boot the long-lived sandbox `spec` describes in full for `owner`: a template this
-        server has, and a lifetime of 1 second up to the server's longest timeout."""
-        _template(spec.template, None)
+        """Boot the long-lived sandbox `spec` describes in full for `owner`: of a template
+        this server has, or with the files of one of `owner`'s snapshots (its template
+        names the snapshot's id or name), and a lifetime of 1 second up to the server's
+        longest timeout."""
+        snapshot = self._snapshots.find(spec.template, owner)
+        if snapshot is None:
+            _template(spec.template, None)
         self._check_lifetime(spec.lifetime)
-        return await self._boot(owner, spec)
+        async with self._snapshots.lent(snapshot) as storage:
+            return await self._boot(owner, spec, storage)
 
-    async def _boot(self, owner: Owner, spec: SandboxSpec) -> LongLivedSandbox:
-        """Boot a sandbox on the account's lease (rented if the server is free)."""
+    async def _boot(
+        self, owner: Owner, spec: SandboxSpec, snapshot: str | None = None
+    ) -> LongLivedSandbox:
+        """Boot a sandbox on the account's lease (rented if the server is free), with the
+        files of the engine's snapshot `snapshot` if given."""
         outbound = way_out(self._settings.network, spec.egress)
         lease, _ = self._rent(owner.account)
         with self._quotas.booking(owner.account, spec.size):
-            return await self._sandboxes.start(owner, lease, spec, outbound)
+            return await self._sandboxes.start(owner, lease, spec, outbound, snapshot)
 
     def sandboxes(
         self,
@@ -478,6 +492,55 @@ class SwarmServer:
         if not resumed and not running_ok:
             raise SandboxState(f"sandbox {sandbox_id!r} is running, not paused")
         return box, resumed
+
+    async def snapshot_sandbox(
+        self, sandbox_id: str, owner: Owner, name: str | None = None
+    ) -> SnapshotRecord:
+        """Snapshot the files of a live long-lived sandbox within `owner`'s reach (its
+        processes frozen for the copy, memory not kept), for `owner`; one of `owner`'s of the
+        same name is replaced. SnapshotCapReached past the disk the account's snapshots may
+        take."""
+        box = self.live_sandbox(sandbox_id, owner)
+        snapshot = await self._snapshots.take(box, owner, name)
+        logger.info("snapshot %s of sandbox %s by %s", snapshot.id, sandbox_id, owner.label)
+        return snapshot
+
+    def snapshots(
+        self, owner: Owner, sandbox_id: str | None = None, name: str | None = None
+    ) -> list[SnapshotRecord]:
+        """The snapshots within `owner`'s reach, of the sandbox `sandbox_id` and of that id
+        or name when given, oldest first."""
+        return [
+            snapshot
+            for snapshot in self._snapshots.of(owner, sandbox_id)
+            if name in (None, snapshot.id, snapshot.name)
+        ]
+
+    async def delete_snapshot(self, snapshot_id: str, owner: Owner) -> None:
+        """Delete a snapshot within `owner`'s reach (NotFound when there is none)."""
+        if not await self._snapshots.delete(snapshot_id, owner):
+            raise NotFound(f"no snapshot {snapshot_id!r}")
+
+    async def fork_sandbox(
+        self, sandbox_id: str, owner: Owner, lifetime: int, count: int
+    ) -> list[LongLivedSandbox | SwarmError]:
+        """Make `count` sandboxes (1 to MAX_FORKS) as a live long-lived sandbox within
+        `owner`'s reach was made, each with its files as they are now, to live `lifetime`
+        seconds; each fork or why it failed. The files are copied once, its processes frozen
+        meanwhile; the copy counts against the snapshots' cap until the forks have booted."""
+        if not 1 <= count <= MAX_FORKS:
+            raise InvalidRequest("count", f"must be 1 to {MAX_FORKS}, got {count}")
+        self._check_lifetime(lifetime)
+        box = self.live_sandbox(sandbox_id, owner)
+        spec = box.forked(lifetime)
+        forks: list[LongLivedSandbox | SwarmError] = []
+        async with self._snapshots.passing(box, owner) as storage:
+            for _ in range(count):
+                try:
+                    forks.append(await self._boot(owner, spec, storage))
+                except SwarmError as ex:
+                    forks.append(ex)
+        return forks
 
     async def end_sandbox(self, sandbox_id: str, owner: Owner) -> None:
         """End a live long-lived sandbox within `owner`'s reach and wait until it is gone

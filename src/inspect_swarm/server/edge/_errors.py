@@ -23,6 +23,9 @@ from ..model._types import (
     SandboxKeyRefused,
     SandboxState,
     ServerBusy,
+    SnapshotCapReached,
+    SnapshotFailed,
+    SnapshotUnavailable,
     SwarmError,
     SwarmSandbox,
     SwarmTooLarge,
@@ -45,12 +48,15 @@ _STATUS: dict[type[SwarmError], int] = {
     AccountExists: 409,
     LeaseEnded: 409,
     SandboxState: 409,
+    SnapshotCapReached: 409,
     MemoryFull: 429,
     QuotaExceeded: 429,
     BootFailed: 500,
     PauseUnavailable: 501,
+    SnapshotUnavailable: 501,
     EngineStopped: 503,
     HostExhausted: 503,
+    SnapshotFailed: 503,
 }
 
 

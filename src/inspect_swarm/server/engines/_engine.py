@@ -14,7 +14,7 @@ stand-ins that relay each operation to the node holding the sandbox.
 from __future__ import annotations
 
 import socket
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Coroutine, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 import anyio.abc
@@ -117,6 +117,13 @@ class LiveSandbox(Protocol):
         cannot be frozen."""
         ...
 
+    async def save(self, snapshot_id: str, most: int) -> int:
+        """Copy the sandbox's files aside as the snapshot `snapshot_id`, where it is, its
+        processes frozen by the caller; the bytes the snapshot takes. SnapshotTooLarge when
+        they take more than `most` bytes (nothing copied), SandboxError where the engine
+        keeps no snapshots, OSError when the copy fails."""
+        ...
+
     def user(self, name: str) -> User:
         """A user of the sandbox's /etc/passwd (SandboxError for none); blocks."""
         ...
@@ -201,11 +208,21 @@ class Engine(Protocol):
         ...
 
     async def create_sandbox(
-        self, sandbox_id: str, size: Size, outbound: Outbound | None
+        self, sandbox_id: str, size: Size, outbound: Outbound | None, snapshot: str | None = None
     ) -> LiveSandbox:
         """Make a sandbox outside a run, on memory booked for it, placed by `size` where the
-        engine has several machines, routed out under `outbound` (None: no way out)
-        (SandboxError or OSError when it cannot)."""
+        engine has several machines, with the files of the snapshot `snapshot` if given,
+        routed out under `outbound` (None: no way out) (SandboxError or OSError when it
+        cannot)."""
+        ...
+
+    async def drop_snapshot(self, snapshot_id: str) -> None:
+        """Remove a snapshot a sandbox's `save` made."""
+        ...
+
+    def keep_snapshots(self, snapshot_ids: Collection[str]) -> None:
+        """Remove every snapshot a sandbox's `save` made but these (as the server starts:
+        those recorded); blocks."""
         ...
 
     def start_soon(self, func: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:

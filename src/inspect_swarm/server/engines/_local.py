@@ -6,6 +6,7 @@ for each where it can be.
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from functools import partial
 
 import anyio.abc
@@ -49,10 +50,18 @@ class LocalRunner:
         await slot.close()
 
     async def create_sandbox(
-        self, sandbox_id: str, size: Size, outbound: Outbound | None
+        self, sandbox_id: str, size: Size, outbound: Outbound | None, snapshot: str | None = None
     ) -> LiveSandbox:
-        """Boot a sandbox outside a run."""
-        return await self._host.create(sandbox_id, limits(size), outbound)
+        """Boot a sandbox outside a run, from a snapshot of this machine's if given."""
+        return await self._host.create(sandbox_id, limits(size), snapshot, outbound)
+
+    async def drop_snapshot(self, snapshot_id: str) -> None:
+        """Remove a snapshot of this machine's."""
+        await self._host.drop_snapshot(snapshot_id)
+
+    def keep_snapshots(self, snapshot_ids: Collection[str]) -> None:
+        """Remove every snapshot of this machine's but these."""
+        self._host.keep_snapshots(snapshot_ids)
 
     async def aclose(self) -> None:
         """End every sandbox, and remove the server's cgroups."""

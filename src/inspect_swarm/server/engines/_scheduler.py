@@ -17,7 +17,7 @@ import gc
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Collection, Coroutine
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
@@ -127,10 +127,18 @@ class SlotRunner(Protocol[S]):
         ...
 
     async def create_sandbox(
-        self, sandbox_id: str, size: Size, outbound: Outbound | None
+        self, sandbox_id: str, size: Size, outbound: Outbound | None, snapshot: str | None = None
     ) -> LiveSandbox:
-        """Make a sandbox outside runs, routed out under `outbound` (SandboxError or OSError
-        when it cannot)."""
+        """Make a sandbox outside runs, with the files of a snapshot if given, routed out
+        under `outbound` (SandboxError or OSError when it cannot)."""
+        ...
+
+    async def drop_snapshot(self, snapshot_id: str) -> None:
+        """Remove a snapshot a sandbox's `save` made."""
+        ...
+
+    def keep_snapshots(self, snapshot_ids: Collection[str]) -> None:
+        """Remove every snapshot `save` made but these; blocks."""
         ...
 
     async def aclose(self) -> None:
@@ -235,10 +243,18 @@ class Scheduler(Generic[S]):
         self._wake()
 
     async def create_sandbox(
-        self, sandbox_id: str, size: Size, outbound: Outbound | None
+        self, sandbox_id: str, size: Size, outbound: Outbound | None, snapshot: str | None = None
     ) -> LiveSandbox:
         """Have the runner make a sandbox outside a run, on memory booked for it."""
-        return await self._runner.create_sandbox(sandbox_id, size, outbound)
+        return await self._runner.create_sandbox(sandbox_id, size, outbound, snapshot)
+
+    async def drop_snapshot(self, snapshot_id: str) -> None:
+        """Have the runner remove a snapshot."""
+        await self._runner.drop_snapshot(snapshot_id)
+
+    def keep_snapshots(self, snapshot_ids: Collection[str]) -> None:
+        """Have the runner remove every snapshot but these."""
+        self._runner.keep_snapshots(snapshot_ids)
 
     def start_soon(self, func: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
         """Run a task beside the scheduler, ended with the server (an error ends it alone)."""

@@ -258,6 +258,28 @@ class LongLivedRecord:
 
 
 @dataclass(frozen=True)
+class SnapshotRecord:
+    """A snapshot of a long-lived sandbox's files, kept on its machine."""
+
+    id: str
+    """What new sandboxes name as their template to start from it."""
+    account: str
+    lineage: str
+    """The lineage it was made under: its account's keys, and the keys of sandboxes made
+    under that lineage, reach it."""
+    name: str | None
+    sandbox_id: str
+    """The sandbox it was made of."""
+    template: str
+    """The template that sandbox was of."""
+    created_at: float
+    bytes: int
+    """What it takes of the disk."""
+    storage: str
+    """Its copy on the engine (a new one each time a snapshot of the same name replaces it)."""
+
+
+@dataclass(frozen=True)
 class Lease:
     """An open or ended lease of this server by one account."""
 
@@ -386,6 +408,8 @@ class Settings:
     plan: Literal["scale", "none"] = SERVER_DEFAULTS.plan
     disk_mb: int = DISK_GIB * 1024
     """The disk each sandbox's writes may fill, in MiB."""
+    snapshot_mb: int = DISK_GIB * 1024
+    """The disk each account's snapshots may take, in all, in MiB."""
     quotas: Quotas = field(default_factory=Quotas)
     """Every account's."""
     network: NetworkMode = SERVER_DEFAULTS.network
@@ -412,10 +436,17 @@ class Settings:
             )
 
 
+_ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+
 def new_sandbox_id() -> str:
     """A new `sbx-` sandbox id."""
-    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-    return "sbx-" + "".join(secrets.choice(alphabet) for _ in range(10))
+    return "sbx-" + "".join(secrets.choice(_ID_ALPHABET) for _ in range(10))
+
+
+def new_snapshot_id() -> str:
+    """A new `snap-` snapshot id."""
+    return "snap-" + "".join(secrets.choice(_ID_ALPHABET) for _ in range(10))
 
 
 # errors
@@ -612,6 +643,24 @@ class PauseUnavailable(SwarmError):
     """A sandbox this server cannot freeze (its cgroups have no freezer)."""
 
     code = "pause_unavailable"
+
+
+class SnapshotUnavailable(SwarmError):
+    """A snapshot this server cannot make: its engine or its sandboxes keep none."""
+
+    code = "snapshot_unavailable"
+
+
+class SnapshotFailed(SwarmError):
+    """A snapshot whose copy failed on this machine (its disk full, say)."""
+
+    code = "snapshot_failed"
+
+
+class SnapshotCapReached(SwarmError):
+    """A snapshot past the disk the account's snapshots may take."""
+
+    code = "snapshot_cap"
 
 
 class LeaseEnded(SwarmError):

@@ -14,6 +14,7 @@ durable in the WAL; a server killed before one loses nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sqlite3
@@ -35,13 +36,15 @@ from ..model._types import (
     SandboxInput,
     SandboxRecord,
     Size,
+    SnapshotRecord,
 )
 from ._wire import spec_object
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """1: keys stored hashed in `keys` (version 0 kept lease keys in `leases.api_key`), and
 the lineage of every run and long-lived sandbox. 2: the `node` each sandbox ran on (the Ray
-engine's; null on this machine's). 3: `accounts`, those added while the server runs."""
+engine's; null on this machine's). 3: `accounts`, those added while the server runs.
+4: `snapshots`, of long-lived sandboxes' files."""
 
 _LEASE_COLUMNS = """id TEXT PRIMARY KEY, account TEXT NOT NULL,
     started_at REAL NOT NULL, released_at REAL, release_reason TEXT"""
@@ -77,6 +80,11 @@ CREATE TABLE IF NOT EXISTS long_lived (
 CREATE TABLE IF NOT EXISTS accounts (
     id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, key_hash TEXT NOT NULL UNIQUE,
     scopes TEXT NOT NULL, quotas TEXT NOT NULL, created_at REAL NOT NULL, rotated_at REAL
+);
+CREATE TABLE IF NOT EXISTS snapshots (
+    id TEXT PRIMARY KEY, account TEXT NOT NULL, lineage TEXT NOT NULL, name TEXT,
+    sandbox_id TEXT NOT NULL, template TEXT NOT NULL, created_at REAL NOT NULL,
+    bytes INTEGER NOT NULL, storage TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS sandboxes_status ON sandboxes (status);
 CREATE INDEX IF NOT EXISTS runs_account ON runs (account, seq);
@@ -365,6 +373,26 @@ class Store:
             "UPDATE long_lived SET ended_at = ?, end_reason = ? WHERE ended_at IS NULL",
             (time.time(), reason),
         )
+
+    # snapshots
+
+    def put_snapshot(self, record: SnapshotRecord) -> None:
+        """Record a snapshot, or its new copy (a snapshot of the same id replaced)."""
+        names = [f.name for f in dataclasses.fields(SnapshotRecord)]
+        self._write(
+            f"INSERT OR REPLACE INTO snapshots ({', '.join(names)})"
+            f" VALUES ({', '.join('?' * len(names))})",
+            dataclasses.astuple(record),
+        )
+
+    def delete_snapshot(self, snapshot_id: str) -> None:
+        """Forget a deleted snapshot."""
+        self._write("DELETE FROM snapshots WHERE id = ?", (snapshot_id,))
+
+    def snapshots(self) -> list[SnapshotRecord]:
+        """Every snapshot, oldest first."""
+        rows = self._db.execute("SELECT * FROM snapshots ORDER BY created_at").fetchall()
+        return [SnapshotRecord(**dict(row)) for row in rows]
 
     # idempotency
 

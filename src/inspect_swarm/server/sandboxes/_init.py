@@ -716,12 +716,12 @@ def _boot(config: dict[str, Any], setup: _Setup, control: socket.socket, disk: i
 
 
 def _make_uppers(state: _State) -> None:
-    """Make the empty upper layers of a root, and their overlays' work directories."""
+    """Make the empty upper layers of a root, and their overlays' work directories (a
+    snapshot's layers, which the server put on the disk, are kept as they are)."""
     names = [_layer_name(path) for path in ("/", *state.setup.layers)]
     for kind in ("up", "wd"):
-        os.mkdir(f"{state.layer}/{kind}")
         for name in names:
-            os.mkdir(f"{state.layer}/{kind}/{name}")
+            os.makedirs(f"{state.layer}/{kind}/{name}", exist_ok=True)
 
 
 def _enter_root(state: _State) -> None:

@@ -30,7 +30,7 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Literal, TypeVar
@@ -46,6 +46,7 @@ from ._forward import MAX_CONNECTIONS, Forwarder
 from ._init import KEPT_CAPABILITIES
 from ._network import Gateway, Link, NetworkError, Outbound, parse_range
 from ._ports import dial
+from ._snapshots import LAYERS, SCRATCH, SnapshotTooLarge, copy_tree, open_scratch, tree_bytes
 from ._terminal import Terminal, TerminalSize, open_in_root, open_on_host
 from ._watch import DirectoryWatch
 
@@ -265,6 +266,16 @@ class Sandbox:
         cgroups have no freezer)."""
         await anyio.to_thread.run_sync(self.cgroup.freeze, frozen)
 
+    async def save(self, snapshot_id: str, most: int) -> int:
+        """Copy what the sandbox wrote (its disk's layers and its /tmp) aside on this machine
+        as the snapshot `snapshot_id`, its processes frozen by the caller; the bytes the copy
+        takes. SnapshotTooLarge, copying nothing, when that is more than `most`;
+        SandboxError where sandboxes have no disk of their own."""
+        raise SandboxError(
+            f"sandbox {self.id}: snapshots are made of namespace sandboxes with a disk of "
+            "their own (a server run as root on Linux, without --disk-gib 0)"
+        )
+
     def oom_killed(self) -> bool:
         """Whether the kernel killed a process of the sandbox for memory."""
         return self.cgroup.oom_kills() > 0
@@ -344,6 +355,8 @@ class NamespaceSandbox(Sandbox):
     """The image of the sandbox's disk, removed when it ends."""
     disks: DiskPool | None = None
     """Where the sandbox's disk came from, which lets it go once the sandbox has ended."""
+    snapshots: Path | None = None
+    """Where this machine keeps snapshots, when its sandboxes have disks."""
     control: socket.socket | None = None
     """PID 1's control socket: it starts and signals commands, and ends with it."""
     loopback: bool = False
@@ -511,6 +524,42 @@ class NamespaceSandbox(Sandbox):
         link, self.link = self.link, None
         if link is not None and self.gateway is not None:
             await self.gateway.detach(link)
+
+    async def save(self, snapshot_id: str, most: int) -> int:
+        """Copy the sandbox's upper layers, as its disk holds them, and its /tmp into the
+        snapshot `snapshot_id`, if they take at most `most` bytes; the bytes it takes."""
+        if self.snapshots is None or self.disk is None:
+            return await super().save(snapshot_id, most)
+        return await anyio.to_thread.run_sync(self._save, self.snapshots / snapshot_id, most)
+
+    def _save(self, target: Path, most: int) -> int:
+        with self._fds:  # copied from descriptors of their own: the sandbox may end meanwhile
+            self._check_live()
+            layers = os.dup(self.layer_fd)
+            scratch = open_scratch(self.root_fd)
+        sources = (f"/proc/self/fd/{layers}/{LAYERS}", f"/proc/self/fd/{scratch}")
+        try:
+            size = sum(tree_bytes(Path(source)) for source in sources)
+            if size > most:
+                raise SnapshotTooLarge(size)
+            copy_tree(sources[0], str(target / LAYERS), (layers,))
+            copy_tree(sources[1], str(target / SCRATCH), (scratch,))
+            return tree_bytes(target)
+        except BaseException:
+            shutil.rmtree(target, ignore_errors=True)
+            raise
+        finally:
+            os.close(layers)
+            os.close(scratch)
+
+    def fill_scratch(self, snapshot: Path) -> None:
+        """Copy a snapshot's /tmp into the sandbox's, before it runs anything; blocks."""
+        with self._fds:
+            scratch = open_scratch(self.root_fd)
+        try:
+            copy_tree(str(snapshot / SCRATCH), f"/proc/self/fd/{scratch}", (scratch,))
+        finally:
+            os.close(scratch)
 
     def _control(self) -> socket.socket:
         if self.control is None:
@@ -685,6 +734,11 @@ class SandboxHost:
                 self._disks = DiskPool(state_dir / "disks", config.disk_bytes, search)
             except DiskError as ex:
                 raise SandboxError(ex.strerror) from None
+        self.snapshot_dir = state_dir / "snapshots"
+        """Where the snapshots of this machine's sandboxes are kept: the server's alone, as
+        what a sandbox made world-writable (its /tmp) stays so in its copy."""
+        self.snapshot_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.snapshot_dir.chmod(0o700)
         settings = {
             "base": str(state_dir / "base"),
             "user": _USER[0],
@@ -764,13 +818,18 @@ class SandboxHost:
                 raise NetworkError(f"--network nat: {ex}") from None
 
     async def create(
-        self, sandbox_id: str, limits: Limits, outbound: Outbound | None = OPEN
+        self,
+        sandbox_id: str,
+        limits: Limits,
+        snapshot: str | None = None,
+        outbound: Outbound | None = OPEN,
     ) -> Sandbox:
-        """Boot a fresh sandbox (raises SandboxError with the reason when it cannot), once
-        fewer than the most boot at once; routed out under `outbound` when the network is
-        `nat` (None: loopback only)."""
+        """Boot a fresh sandbox, or one with the files of the snapshot `snapshot` of this
+        machine (raises SandboxError with the reason when it cannot), once fewer than the
+        most boot at once; routed out under `outbound` when the network is `nat` (None:
+        loopback only)."""
         async with self._booting:
-            sandbox = await self._create(sandbox_id, limits)
+            sandbox = await self._create(sandbox_id, limits, snapshot)
             if isinstance(sandbox, NamespaceSandbox) and self._gateway is not None:
                 await self._route_out(sandbox, outbound)
             return sandbox
@@ -784,22 +843,34 @@ class SandboxHost:
             await sandbox.close()
             raise
 
-    async def _create(self, sandbox_id: str, limits: Limits) -> Sandbox:
+    async def _create(self, sandbox_id: str, limits: Limits, snapshot: str | None) -> Sandbox:
         directory = self.sandbox_dir / sandbox_id
+        if snapshot is not None and self._disks is None:
+            raise SandboxError("this machine's sandboxes have no disks, and so no snapshots")
         cgroup = await anyio.to_thread.run_sync(self.cgroups.create, limits)
         if self.mode == "process":
             for home in ("root", "home/user"):
                 (directory / "root" / home).mkdir(parents=True)
             return ProcessSandbox(sandbox_id, directory, self.cgroups, cgroup, limits)
         sandbox = NamespaceSandbox(sandbox_id, directory, self.cgroups, cgroup, limits)
+        sandbox.snapshots = None if self._disks is None else self.snapshot_dir
         try:
-            await self._boot(sandbox)
+            await self._boot(sandbox, None if snapshot is None else self.snapshot_dir / snapshot)
         except BaseException:
             await sandbox.close()
             raise
         return sandbox
 
-    async def _boot(self, sandbox: NamespaceSandbox) -> None:
+    async def drop_snapshot(self, snapshot_id: str) -> None:
+        """Remove a snapshot of this machine's."""
+        await anyio.to_thread.run_sync(_remove_trees, [str(self.snapshot_dir / snapshot_id)])
+
+    def keep_snapshots(self, snapshot_ids: Collection[str]) -> None:
+        """Remove every snapshot of this machine's but these (blocks)."""
+        gone = [p for p in self.snapshot_dir.iterdir() if p.name not in snapshot_ids]
+        _remove_trees([str(path) for path in gone])
+
+    async def _boot(self, sandbox: NamespaceSandbox, snapshot: Path | None) -> None:
         # PID 1 makes the sandbox's directory, off the server's event loop
         own = self.config.network != "host"
         target = self.config.forward if own else None
@@ -814,7 +885,7 @@ class SandboxHost:
             "cgroups": [str(p) for p in sandbox.cgroup.procs_files],
             "listen": None if target is None else (target[1], ":" in target[0]),
         }
-        disk = None if self._disks is None else await self._take_disk()
+        disk = None if self._disks is None else await self._take_disk(snapshot)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         ours.setblocking(False)
         sandbox.control = ours
@@ -833,13 +904,26 @@ class SandboxHost:
         sandbox.loopback = own
         if "listener" in handles:
             sandbox.listen(socket.socket(fileno=handles["listener"]))
+        if snapshot is not None:
+            await anyio.to_thread.run_sync(sandbox.fill_scratch, snapshot)
 
-    async def _take_disk(self) -> Disk:
+    async def _take_disk(self, snapshot: Path | None) -> Disk:
+        """A disk for a sandbox, holding the layers of `snapshot` if given (PID 1 lays its
+        root over them)."""
         assert self._disks is not None
         try:
-            return await self._disks.take()
+            disk = await self._disks.take()
         except OSError as ex:
             raise SandboxError(f"cannot make the sandbox's disk: {ex.strerror or ex}") from None
+        if snapshot is None:
+            return disk
+        try:
+            layers = (str(snapshot / LAYERS), f"/proc/self/fd/{disk.mount}/{LAYERS}")
+            await anyio.to_thread.run_sync(copy_tree, *layers, (disk.mount,))
+        except BaseException:
+            disk.release()
+            raise
+        return disk
 
 
 class _Factory:

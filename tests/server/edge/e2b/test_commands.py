@@ -205,7 +205,9 @@ async def test_a_commands_user_is_looked_up_off_the_event_loop(
 async def test_a_boot_the_machine_lacks_a_resource_for_is_refused_naming_it(
     domain: SwarmServer, monkeypatch: pytest.MonkeyPatch, failure: Exception, resource: str
 ) -> None:
-    async def short(self: SandboxHost, sandbox_id: str, limits: Limits) -> Sandbox:
+    async def short(
+        self: SandboxHost, sandbox_id: str, limits: Limits, snapshot: str | None
+    ) -> Sandbox:
         raise failure
 
     with anyio.fail_after(20):
@@ -225,7 +227,9 @@ async def test_a_boot_the_machine_lacks_a_resource_for_is_refused_naming_it(
 async def test_a_boot_or_an_end_that_fails_unexpectedly_leaves_the_books_right(
     domain: SwarmServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async def broken(self: SandboxHost, sandbox_id: str, limits: Limits) -> Sandbox:
+    async def broken(
+        self: SandboxHost, sandbox_id: str, limits: Limits, snapshot: str | None
+    ) -> Sandbox:
         raise RuntimeError("a fault of no known kind")
 
     async def unclosable(self: Sandbox) -> None:

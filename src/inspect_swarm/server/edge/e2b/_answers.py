@@ -26,7 +26,10 @@ class E2BCreateBody(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    templateID: str = DEFAULT_TEMPLATE
+    templateID: str = Field(
+        default=DEFAULT_TEMPLATE,
+        description="A template, or the id or name of one of your snapshots to start from.",
+    )
     timeout: int | None = Field(default=None, description="Its lifetime, in seconds.")
     metadata: dict[str, str] = {}
     envVars: dict[str, str] = {}
@@ -123,3 +126,42 @@ class E2BMetric(BaseModel):
     memCache: int
     diskUsed: int
     diskTotal: int
+
+
+class E2BSnapshotBody(BaseModel):
+    """The body of a snapshot: this server keeps files, not memory, so `memory` may not be
+    true."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str | None = Field(
+        default=None, description="Its name (a snapshot of yours of this name is replaced)."
+    )
+    memory: bool = Field(default=False, description="Whether memory is kept (never here).")
+
+
+class E2BSnapshot(BaseModel):
+    """A snapshot: the id a create names as its template to start from it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    snapshotID: str
+    names: list[str]
+
+
+class E2BForkBody(BaseModel):
+    """The body of a fork."""
+
+    model_config = ConfigDict(extra="allow")
+
+    timeout: int | None = Field(default=None, description="The forks' lifetime, in seconds.")
+    count: int = Field(default=1, description="How many forks to make (1 to 20).")
+
+
+class E2BForkResult(BaseModel):
+    """One fork: the sandbox made, or why it could not be."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sandbox: E2BCreated | None = None
+    error: E2BErrorBody | None = None

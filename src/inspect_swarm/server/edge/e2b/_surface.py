@@ -42,17 +42,21 @@ from ._answers import (
     E2BCreated,
     E2BDetailed,
     E2BErrorBody,
+    E2BForkBody,
+    E2BForkResult,
     E2BListed,
     E2BMetric,
     E2BPauseBody,
     E2BResumeBody,
+    E2BSnapshot,
+    E2BSnapshotBody,
     E2BTimeoutBody,
 )
 from ._envd import Envd, bad_request, connect_code
 from ._filesystem_service import FilesystemService, read_files, write_files
 from ._ports import PortRouter
 from ._process_service import ProcessService
-from ._wire import E2BError, created, detailed, listed, measured
+from ._wire import E2BError, created, detailed, forked, listed, measured, snapshotted
 
 DEFAULT_TIMEOUT = 300
 """A sandbox's lifetime when its create call names none, as E2B's."""
@@ -69,6 +73,7 @@ def mount(app: FastAPI, server: SwarmServer, max_file: int) -> None:
         return JSONResponse(ex.body(), status_code=ex.status)
 
     app.include_router(_control_plane(server))
+    app.include_router(_snapshots(server))
     app.include_router(_daemon(envd))
     codecs = [_Refusing(proto_binary_codec()), _Refusing(proto_json_codec())]
     process = ProcessASGIApplication(ProcessService(envd), codecs=codecs)
@@ -378,14 +383,9 @@ def _control_plane(server: SwarmServer) -> APIRouter:
             for box in server.sandboxes(owner, wanted, template, after)
             if not states or box.state in states
         ]
-        found = [listed(box) for box in (reversed(boxes) if order == "desc" else boxes)]
-        # the token is the next page's offset; without a limit, the page is every sandbox
-        start = _whole(params, "nextToken", 0) or 0
-        limit = _whole(params, "limit", 1) or max(1, len(found))
-        page = found[start : start + limit]
-        more = start + limit < len(found)
-        headers = {"x-next-token": str(start + limit)} if more else {}
-        return JSONResponse(page, headers=headers)
+        return _page(
+            params, [listed(box) for box in (reversed(boxes) if order == "desc" else boxes)]
+        )
 
     @route(
         "GET",
@@ -491,6 +491,117 @@ def _control_plane(server: SwarmServer) -> APIRouter:
         timeout = _timeout(await _body(request)) or DEFAULT_TIMEOUT
         box, _ = await server.resume_sandbox(sandbox_id, owner, timeout)
         return JSONResponse(created(box), status_code=201)
+
+    return router
+
+
+_SNAPSHOTS_PARAMETERS = [
+    {"name": "sandboxID", "in": "query", "schema": {"type": "string"},
+     "description": "Only the snapshots of this sandbox."},
+    {"name": "name", "in": "query", "schema": {"type": "string"},
+     "description": "Only the snapshot of this id or name."},
+    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1},
+     "description": "The most snapshots in one page (default: all)."},
+    {"name": "nextToken", "in": "query", "schema": {"type": "string"},
+     "description": "The page after the one whose `x-next-token` header gave this."},
+]  # fmt: skip
+"""The snapshot list's query parameters."""
+
+
+def _page(params: Mapping[str, str], found: list[Any]) -> JSONResponse:
+    """The page of `found` that `limit` and `nextToken` ask for, with the next page's token
+    in `x-next-token` while there is one (the token is the next page's offset)."""
+    start = _whole(params, "nextToken", 0) or 0
+    limit = _whole(params, "limit", 1) or max(1, len(found))
+    more = start + limit < len(found)
+    headers = {"x-next-token": str(start + limit)} if more else {}
+    return JSONResponse(found[start : start + limit], headers=headers)
+
+
+def _snapshot_name(body: dict[str, Any]) -> str | None:
+    """The body's snapshot `name`, if any, refusing a snapshot with memory (the SDK's
+    `mode="full"`): this server copies files only."""
+    if body.get("memory", False) is not False:
+        raise E2BError(
+            400,
+            f"memory: {shown(body['memory'])}, but this server snapshots a sandbox's files, "
+            'not its memory; pass mode="filesystem" or leave mode out',
+        )
+    name = body.get("name")
+    if name is not None and (not isinstance(name, str) or not 1 <= len(name) <= 128):
+        raise E2BError(400, f"name must be a string of 1 to 128 characters, got {shown(name)}")
+    return name
+
+
+def _fork_count(body: dict[str, Any]) -> int:
+    count = body.get("count", 1)
+    if not isinstance(count, int) or isinstance(count, bool):
+        raise E2BError(400, f"count must be a whole number, got {shown(count)}")
+    return count
+
+
+def _snapshots(server: SwarmServer) -> APIRouter:
+    """Snapshots of sandboxes' files, and forks."""
+    router = APIRouter(route_class=_E2BRoute)
+    route = Declared(router, "e2b", E2B_KEYED)
+    error = E2BErrorBody
+
+    @route(
+        "POST",
+        "/sandboxes/{sandbox_id}/snapshots",
+        ok={201: E2BSnapshot},
+        errors=(400, 401, 403, 404, 409, 501, 503),
+        error=error,
+        summary="Snapshot a sandbox's files (its processes frozen meanwhile)",
+        body=E2BSnapshotBody,
+        body_required=False,
+    )
+    async def snapshot(sandbox_id: str, request: Request, owner: Provisioner) -> JSONResponse:
+        name = _snapshot_name(await _body(request))
+        made = await server.snapshot_sandbox(sandbox_id, owner, name)
+        return JSONResponse(snapshotted(made), status_code=201)
+
+    @route(
+        "GET",
+        "/snapshots",
+        ok={200: list[E2BSnapshot]},
+        errors=(400, 401, 403),
+        error=error,
+        summary="Your snapshots",
+        extra={"parameters": _SNAPSHOTS_PARAMETERS},
+    )
+    async def list_snapshots(request: Request, owner: Reader) -> JSONResponse:
+        params = request.query_params
+        found = server.snapshots(owner, params.get("sandboxID"), params.get("name"))
+        return _page(params, [snapshotted(snapshot) for snapshot in found])
+
+    @route(
+        "DELETE",
+        "/templates/{snapshot_id}",
+        ok={204: None},
+        errors=(401, 403, 404),
+        error=error,
+        summary="Delete a snapshot",
+    )
+    async def delete_snapshot(snapshot_id: str, owner: Provisioner) -> Response:
+        await server.delete_snapshot(snapshot_id, owner)
+        return Response(status_code=204)
+
+    @route(
+        "POST",
+        "/sandboxes/{sandbox_id}/fork",
+        ok={201: list[E2BForkResult]},
+        errors=(400, 401, 403, 404, 409, 501, 503),
+        error=error,
+        summary="Make sandboxes with a sandbox's files as they are now",
+        body=E2BForkBody,
+        body_required=False,
+    )
+    async def fork(sandbox_id: str, request: Request, owner: Provisioner) -> JSONResponse:
+        body = await _body(request)
+        lifetime = _timeout(body) or DEFAULT_TIMEOUT
+        forks = await server.fork_sandbox(sandbox_id, owner, lifetime, _fork_count(body))
+        return JSONResponse([forked(made) for made in forks], status_code=201)
 
     return router
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...domain._long_lived import LongLivedSandbox
-from ...model._types import SandboxMetric, SwarmError, TemplateNotFound
+from ...model._types import SandboxMetric, SnapshotRecord, SwarmError, TemplateNotFound
 from ...records._wire import ENVD_VERSION, iso
 from .._errors import http_status
 
@@ -79,3 +79,15 @@ def measured(metric: SandboxMetric) -> dict[str, Any]:
         "diskUsed": metric.disk_used,
         "diskTotal": metric.disk_total,
     }
+
+
+def snapshotted(snapshot: SnapshotRecord) -> dict[str, Any]:
+    """A snapshot, as its create and the list answer it."""
+    return {"snapshotID": snapshot.id, "names": [] if snapshot.name is None else [snapshot.name]}
+
+
+def forked(fork: LongLivedSandbox | SwarmError) -> dict[str, Any]:
+    """One fork of a fork's answer: the sandbox made, or the error that kept it from being."""
+    if isinstance(fork, SwarmError):
+        return {"error": E2BError.of(fork).body()}
+    return {"sandbox": created(fork)}

@@ -20,6 +20,7 @@ import logging
 import os
 import tempfile
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -29,7 +30,7 @@ import ray
 import ray.exceptions
 
 from ...model._types import GIB, Outcome, Size
-from ...sandboxes._isolation import IsolationConfig, SandboxHost
+from ...sandboxes._isolation import IsolationConfig, SandboxError, SandboxHost
 from ...sandboxes._network import Outbound
 from .._command import Capacity, limits
 from .._engine import LiveSandbox
@@ -37,7 +38,7 @@ from .._scheduler import Turn
 from ._calls import AgentHandle, Pending, answer, first
 from ._node import NodeJob, pack, unpack
 from ._place import Agents, Room
-from ._sandbox import place_sandbox
+from ._sandbox import NO_SNAPSHOTS, place_sandbox
 
 NODE_STATE_DIR = (
     Path("/var/lib/inspect-swarm-ray")
@@ -188,12 +189,20 @@ class RayRunner:
             room.release()
 
     async def create_sandbox(
-        self, sandbox_id: str, size: Size, outbound: Outbound | None
+        self, sandbox_id: str, size: Size, outbound: Outbound | None, snapshot: str | None = None
     ) -> LiveSandbox:
-        """Have Ray place a sandbox outside a run on a node with room for it (its nodes give
-        no way out, which this server's `--network` never lets a create ask for)."""
-        assert outbound is None, "the Ray engine runs with --network none or host"
+        """Have Ray place a sandbox outside a run on a node with room for it (SandboxError
+        for one from a snapshot: this engine keeps none, see `RaySandbox.save`)."""
+        assert outbound is None, "the Ray engine refuses --network nat: its nodes give no way out"
+        if snapshot is not None:
+            raise SandboxError(NO_SNAPSHOTS)
         return await place_sandbox(self._agents, sandbox_id, limits(size))
+
+    async def drop_snapshot(self, snapshot_id: str) -> None:
+        """Nothing to remove: this engine keeps no snapshots."""
+
+    def keep_snapshots(self, snapshot_ids: Collection[str]) -> None:
+        """Nothing to remove: this engine keeps no snapshots."""
 
     async def aclose(self) -> None:
         """End every sandbox on the nodes and here, and leave the cluster."""

@@ -31,6 +31,11 @@ from ._place import Agents, Room
 
 T = TypeVar("T")
 
+NO_SNAPSHOTS = (
+    "the Ray engine keeps no snapshots (nor forks): one would live on its sandbox's node, "
+    "where Ray may place no sandbox made from it; run the server with the local engine for them"
+)
+
 logger = logging.getLogger(__name__)
 
 _PLACE_SECONDS = 120.0
@@ -183,6 +188,11 @@ class RaySandbox:
             await self.call(HeldSandbox.freeze, frozen)
         except ray.exceptions.RayError:
             raise ProcessLookupError(errno.ESRCH, self._gone()) from None
+
+    async def save(self, snapshot_id: str, most: int) -> int:
+        """Refused: a snapshot would live on the sandbox's node, where Ray may place no
+        sandbox made from it."""
+        raise SandboxError(f"sandbox {self.id}: {NO_SNAPSHOTS}")
 
     def dial(self, port: int) -> socket.socket:
         """Refused: a connection made on the sandbox's node would have to be relayed."""
