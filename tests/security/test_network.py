@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from e2b import Sandbox
+from e2b import Sandbox, SandboxException
 
 from inspect_swarm.server.sandboxes._network import CONNECTIONS
 
@@ -204,3 +204,13 @@ def test_a_flood_of_connections_is_bounded(sandbox: Sandbox) -> None:
     )
     connected = int(ran.stdout)
     assert CONNECTIONS // 2 < connected <= CONNECTIONS
+
+
+def test_its_key_makes_no_sandbox_with_a_wider_way_out(sandbox: Sandbox) -> None:
+    key = sandbox.commands.run("echo $E2B_API_KEY").stdout.strip()
+    with pytest.raises(SandboxException, match="its own network and no other"):
+        Sandbox.create(api_key=key, allow_internet_access=True)
+    with Sandbox.create(api_key=key) as child:  # its maker's deny list comes along
+        child.files.write("/tmp/reach.py", REACH)
+        assert reach(child, ELSEWHERE).startswith("unreachable")
+        assert reach(child, OUTSIDE).startswith(ANSWERED)

@@ -23,6 +23,7 @@ from ..model._keys import Owner
 from ..model._types import (
     GIB,
     BootFailed,
+    Egress,
     HostExhausted,
     Lease,
     LeaseEnded,
@@ -60,6 +61,8 @@ class LongLivedSandbox:
     call's)."""
     asked_env: dict[str, str]
     """The create call's own variables (in `env`), which a fork of it gets too."""
+    egress: Egress
+    """What its way out was asked to be, which its forks and the sandboxes it makes get."""
     token: str
     """The access token its E2B daemon requires (`X-Access-Token`)."""
     traffic_token: str | None
@@ -100,6 +103,7 @@ class LongLivedSandbox:
             self.asked_env,
             pause_on_timeout=self.pause_on_timeout,
             public_traffic=self.traffic_token is None,
+            egress=self.egress,
         )
 
     def record(self) -> LongLivedRecord:
@@ -182,6 +186,7 @@ class LongLivedSandboxes:
                 **spec.env,
             },
             asked_env=dict(spec.env),
+            egress=spec.egress,
             token=secrets.token_urlsafe(24),
             traffic_token=None if spec.public_traffic else secrets.token_urlsafe(24),
             sandbox=sandbox,

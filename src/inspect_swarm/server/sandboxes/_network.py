@@ -47,6 +47,7 @@ REFUSE = "goto refuse"
 timeouts. Not ICMP for TCP: the kernel limits how many ICMP errors it sends a second."""
 _FORWARDING = Path("/proc/sys/net/ipv4/ip_forward")
 _SANDBOX_END = "eth0"
+_NO_NSENTER = "nsenter not found: --network nat needs it (install the util-linux package)"
 
 
 class NetworkError(OSError):
@@ -98,21 +99,25 @@ class Gateway:
         the kernel's 15 characters."""
         self._slots = network.num_addresses // 4
         self._used: set[int] = set()
+        self._home = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        """The server's network namespace (this thread's), where every rule and pair is made:
+        a process inherits its starting thread's, which may be another's (an event loop's
+        worker thread, made before the server entered its own)."""
 
     def open(self) -> None:
         """Remove what a server of the same state directory left, refuse a range this machine
         routes already, turn forwarding on and make the table (blocks)."""
         self._remove_links()
-        _nft(f"add table inet {self._table}\ndelete table inet {self._table}\n")
+        self._nft(f"add table inet {self._table}\ndelete table inet {self._table}\n")
         self._check_routes()
         try:
-            _FORWARDING.write_text("1")
-        except OSError as ex:
+            self._call(["sh", "-c", f"echo 1 > {_FORWARDING}"])
+        except NetworkError as ex:
             raise NetworkError(
-                f"cannot turn IPv4 forwarding on ({ex.strerror}): sandboxes' way out needs "
+                f"cannot turn IPv4 forwarding on ({ex}): sandboxes' way out needs "
                 f"{_FORWARDING} writable, as root in the server's network namespace"
             ) from None
-        _nft(self._ruleset())
+        self._nft(self._ruleset())
 
     async def attach(self, namespace: int, outbound: Outbound) -> Link:
         """Give the network namespace open as `namespace` its way out, under `outbound`."""
@@ -122,21 +127,22 @@ class Gateway:
         self._used.add(slot)
         link = Link(slot, f"{self._prefix}{slot:06x}", os.fstat(namespace).st_ino)
         server, sandbox = self._addresses(slot)
-        fd = f"/proc/self/fd/{namespace}"
+        theirs = f"/proc/self/fd/{namespace}"
         try:
-            await _run(
+            await self._run(
                 ["ip", "-batch", "-"],
-                f"link add {link.name} type veth peer name {_SANDBOX_END} netns {fd}\n"
+                f"link add {link.name} type veth peer name {_SANDBOX_END} netns {theirs}\n"
                 f"addr add {server}/30 dev {link.name}\nlink set {link.name} up\n",
                 namespace,
             )
-            await _run(
-                ["nsenter", f"--net={fd}", "ip", "-batch", "-"],
+            await self._run(
+                ["ip", "-batch", "-"],
                 f"addr add {sandbox}/30 dev {_SANDBOX_END}\nlink set {_SANDBOX_END} up\n"
                 f"route add default via {server}\n",
                 namespace,
+                inside=namespace,
             )
-            await _run(["nft", "-f", "-"], self._sandbox_rules(link, sandbox, outbound))
+            await self._run(["nft", "-f", "-"], self._sandbox_rules(link, sandbox, outbound))
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self.detach(link)
@@ -147,9 +153,9 @@ class Gateway:
         """Remove a sandbox's way out (its pair, if its namespace has not taken it along)."""
         with anyio.CancelScope(shield=True):
             with contextlib.suppress(NetworkError):  # gone with the sandbox's namespace
-                await _run(["ip", "link", "del", link.name], "")
+                await self._run(["ip", "link", "del", link.name])
             with contextlib.suppress(NetworkError):  # never made: attach failed before
-                await _run(
+                await self._run(
                     ["nft", "-f", "-"],
                     f'delete element inet {self._table} sandboxes {{ "{link.name}" }}\n'
                     f"delete chain inet {self._table} s{link.slot}\n",
@@ -159,11 +165,47 @@ class Gateway:
     async def close(self) -> None:
         """Remove the table and every pair left (the sandboxes have ended)."""
         with anyio.CancelScope(shield=True):
-            for name in _ours(await _run(["ip", "-j", "link", "show"], ""), self._prefix):
+            for name in _ours(await self._run(["ip", "-j", "link", "show"]), self._prefix):
                 with contextlib.suppress(NetworkError):  # gone meanwhile
-                    await _run(["ip", "link", "del", name], "")
+                    await self._run(["ip", "link", "del", name])
             with contextlib.suppress(NetworkError):
-                await _run(["nft", "-f", "-"], f"delete table inet {self._table}\n")
+                await self._run(["nft", "-f", "-"], f"delete table inet {self._table}\n")
+        os.close(self._home)
+
+    def _nft(self, script: str) -> None:
+        self._call(["nft", "-f", "-"], script)
+
+    def _call(self, argv: list[str], script: str = "") -> str:
+        """Run a network tool on `script` in the server's namespace and return its output
+        (blocks; NetworkError if it fails)."""
+        try:
+            done = subprocess.run(
+                _entering(self._home, argv),
+                input=script.encode(),
+                capture_output=True,
+                check=False,
+                pass_fds=(self._home,),
+            )
+        except FileNotFoundError:
+            raise NetworkError(_NO_NSENTER) from None
+        return _output(argv, done)
+
+    async def _run(
+        self, argv: list[str], script: str = "", lent: int | None = None, inside: int | None = None
+    ) -> str:
+        """Run a network tool on `script` in the server's namespace (or the one open as
+        `inside`), `lent` open in it too, and return its output (NetworkError if it fails)."""
+        fds = tuple(fd for fd in (self._home, lent) if fd is not None)
+        try:
+            done = await anyio.run_process(
+                _entering(self._home if inside is None else inside, argv),
+                input=script.encode(),
+                check=False,
+                pass_fds=fds,
+            )
+        except FileNotFoundError:
+            raise NetworkError(_NO_NSENTER) from None
+        return _output(argv, done)
 
     def _addresses(self, slot: int) -> tuple[str, str]:
         base = self.network.network_address + 4 * slot
@@ -218,12 +260,12 @@ class Gateway:
         )
 
     def _remove_links(self) -> None:
-        for name in _ours(_call(["ip", "-j", "link", "show"], ""), self._prefix):
+        for name in _ours(self._call(["ip", "-j", "link", "show"]), self._prefix):
             with contextlib.suppress(NetworkError):  # gone meanwhile
-                _call(["ip", "link", "del", name], "")
+                self._call(["ip", "link", "del", name])
 
     def _check_routes(self) -> None:
-        routes = json.loads(_call(["ip", "-j", "-4", "route", "show", "table", "all"], ""))
+        routes = json.loads(self._call(["ip", "-j", "-4", "route", "show", "table", "all"]))
         for route in routes:
             destination = route.get("dst", "default")
             if destination == "default":
@@ -249,43 +291,15 @@ def _ours(links: str, prefix: str) -> list[str]:
     return [name for name in names if name.startswith(prefix)]
 
 
-def _nft(script: str) -> None:
-    _call(["nft", "-f", "-"], script)
+def _entering(namespace: int, argv: list[str]) -> list[str]:
+    """`argv` run in the network namespace open as `namespace` (passed to it)."""
+    return ["nsenter", f"--net=/proc/self/fd/{namespace}", *argv]
 
 
-def _call(argv: list[str], script: str) -> str:
-    """Run a network tool on `script` and return its output (blocks; NetworkError if it
-    fails)."""
-    try:
-        done = subprocess.run(argv, input=script, capture_output=True, text=True, check=False)
-    except FileNotFoundError:
-        raise NetworkError(_missing(argv[0])) from None
+def _output(argv: list[str], done: subprocess.CompletedProcess[bytes]) -> str:
+    """What a tool printed, or NetworkError with what it said on failing."""
     if done.returncode != 0:
-        raise NetworkError(f"{' '.join(argv[:3])}: {done.stderr.strip()}")
-    return done.stdout
-
-
-async def _run(argv: list[str], script: str, namespace: int | None = None) -> str:
-    """Run a network tool on `script` from the event loop's thread and return its output
-    (NetworkError if it fails).
-
-    Never from a worker thread: a process inherits the network namespace of the thread that
-    starts it, and a worker thread may be in another one than the server's.
-    """
-    try:
-        done = await anyio.run_process(
-            argv,
-            input=script.encode(),
-            check=False,
-            pass_fds=() if namespace is None else (namespace,),
-        )
-    except FileNotFoundError:
-        raise NetworkError(_missing(argv[0])) from None
-    if done.returncode != 0:
-        raise NetworkError(f"{' '.join(argv[:3])}: {done.stderr.decode(errors='replace').strip()}")
+        said = done.stderr.decode(errors="replace").strip()
+        # nsenter's own words for a tool it cannot find: "failed to execute nft: ..."
+        raise NetworkError(f"{' '.join(argv[:3])}: {said} (--network nat needs nft and ip)")
     return done.stdout.decode()
-
-
-def _missing(tool: str) -> str:
-    package = {"nft": "nftables", "ip": "iproute2", "nsenter": "util-linux"}.get(tool, tool)
-    return f"{tool} not found: --network nat needs it (install the {package} package)"
