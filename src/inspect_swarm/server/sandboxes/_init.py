@@ -43,6 +43,12 @@ terminal's path, which the command opens as its controlling terminal; `signal PI
 boot's cost, most of which is the PID and network namespaces and the fork of PID 1), then
 answers as a boot does, `ready [listener]` (with a new listener if the network was made
 anew) or `error: ...`, after which the server ends the sandbox.
+PID 1 also listens, at the `SOCKET` of `_sudo.py`, for the sandbox's sudo: that program, which
+the factory writes to a tmpfs of its own (the settings' `tools`) that every root lays under
+the host's /usr, read-only at SUDO_PROGRAM. PID 1 serves the sandbox's user and root only
+(SO_PEERCRED), each request in a child of its own (`_handle_sudo`) that starts the command
+as `spawn` does, as root or the account asked, passes on sudo's signals and reports its
+exit.
 PID 1 writes `pid N` (N as seen inside the sandbox) to the status pipe, then `exit CODE`
 (negative: killed by that signal) once it has reaped the command. A command that cannot
 start says why on its stderr and exits 127 (no such program), 126 (not executable) or 125
@@ -329,14 +335,17 @@ def _keep_system(path: str, members: set[str] | None = None) -> list[list[str]]:
     return kept
 
 
-def _add_user(base: str, name: str, uid: int) -> None:
+def _add_user(base: str, name: str, uid: int) -> int:
     """Add the account `name` to the base layer's /etc, with `uid` or the next id that no
     account or group of the host's has: a host user's files in a shared or exposed directory
-    are then not the sandbox user's."""
+    are then not the sandbox user's. Its uid (the host's, if it has a system account of
+    that name)."""
     passwd, group = base + "/etc/passwd", base + "/etc/group"
     with open(passwd) as file:
-        if any(line.split(":")[0] == name for line in file):
-            return
+        for line in file:
+            entry = line.split(":")
+            if entry[0] == name and len(entry) > 2 and entry[2].isdigit():
+                return int(entry[2])
     taken = _host_ids("/etc/passwd") | _host_ids("/etc/group")
     while uid in taken:
         uid += 1
@@ -345,6 +354,7 @@ def _add_user(base: str, name: str, uid: int) -> None:
     _append(group, f"{name}:x:{uid}:\n")
     os.mkdir(base + home, 0o755)
     os.chown(base + home, uid, uid)
+    return uid
 
 
 def _host_ids(path: str) -> set[int]:
@@ -414,6 +424,13 @@ class _Setup:
         """The seccomp program of PID 1 and every command, with placeholders for PID 1's key."""
         self.key_at: list[int] = []
         """Where the program compares the key's words (low, then high)."""
+        self.uid = -1
+        """The uid of the sandbox's user, who may use sudo."""
+        self.tools = ""
+        """The factory's directory of what every root has besides the host's (sudo at
+        `SUDO_PROGRAM`); '' for none (no python for sudo)."""
+        self.socket = ""
+        """Where sudo asks PID 1 (`SOCKET` in `_sudo.py`)."""
 
 
 def _prepare(settings: dict[str, Any]) -> _Setup:
@@ -440,17 +457,61 @@ def _prepare(settings: dict[str, Any]) -> _Setup:
             setup.layers.append(path)
     _copy_etc(base, settings["etc"], (*setup.layers, "/etc", "/proc"))
     _system_accounts(base)
-    _add_user(base, settings["user"], settings["uid"])
+    setup.uid = _add_user(base, settings["user"], settings["uid"])
     _shadow(base)
     for source, target in settings["mounts"]:
         _mountpoint(base, source, target)
+    sudo = _sudo_source()
+    setup.socket = next(
+        line.split('"')[1] for line in sudo.splitlines() if line.startswith("SOCKET = ")
+    )
+    os.makedirs(base + os.path.dirname(setup.socket), 0o755, exist_ok=True)
     for source, target in [*((path, path) for path in setup.layers), *settings["exposes"]]:
         setup.unreadable += _unreadable(source, target)
     _mount("none", base, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+    setup.tools = _install_sudo(settings["tools"], settings["system"], sudo)
     program = _command_filter(_MACHINE)
     setup.filter = _pack(program)
     setup.key_at = [at for at, (_, _, _, k) in enumerate(program) if k in _KEY_WORDS]
     return setup
+
+
+SUDO_PROGRAM = "/usr/bin/sudo"
+"""Where every root has the server's sudo (`sandboxes/_sudo.py`), over the host's if it has one."""
+_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3")
+
+
+def _sudo_source() -> str:
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_sudo.py")) as source:
+        return source.read()
+
+
+def _install_sudo(tools: str, system: list[str], source: str) -> str:
+    """Write the sudo program (`source`), run by a python of the sandboxes' system
+    directories, at `SUDO_PROGRAM` under `tools`, a read-only tmpfs of the factory's that
+    roots lay under the host's directories (see `_lower`); `tools` ('' if no python is
+    there)."""
+    python = next(
+        (
+            real
+            for real in map(os.path.realpath, (sys.executable, *_PYTHONS))
+            if any(real.startswith(path + "/") for path in system)
+            and os.path.isfile(real)
+            and _readable(os.stat(real))
+        ),
+        "",
+    )
+    if not python:
+        return ""
+    program = f"#!{python} -IS\n" + source
+    os.makedirs(tools, exist_ok=True)
+    _mount("tmpfs", tools, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=755")
+    _copy_dir(tools, os.path.dirname(SUDO_PROGRAM))  # as the host's, which it lies over
+    with open(tools + SUDO_PROGRAM, "w") as file:
+        file.write(program)
+    os.chmod(tools + SUDO_PROGRAM, 0o755)
+    _mount("none", tools, None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+    return tools
 
 
 def _serve(setup: _Setup, fd: int) -> None:
@@ -560,15 +621,25 @@ def _bind_read_only(source: str, target: str, flags: int = _MS_NOEXEC) -> None:
 def _mount_overlay(lower: str, name: str, target: str) -> None:
     """Lay the upper layer `name` of the sandbox's layer directory (the working directory)
     over `lower` at `target`."""
+    # nosuid, as every mount of a root: the host's set-user-ID programs (passwd, mount...)
+    # give no process of the sandbox their owner's rights, sudo included (see `_sudo.py`).
     # the sandbox's mountinfo shows the options as given: paths relative to the layer
     # directory show nothing of where the server keeps it. volatile (Linux 5.10+) skips the
     # syncs of a throwaway upper layer: copy-ups are ten times faster, and ending the sandbox
     # does not sync the whole disk
     options = f"lowerdir={lower},upperdir=up/{name},workdir=wd/{name}"
     try:
-        _mount("overlay", target, "overlay", 0, options + ",volatile")
+        _mount("overlay", target, "overlay", _MS_NOSUID, options + ",volatile")
     except OSError:
-        _mount("overlay", target, "overlay", 0, options)
+        _mount("overlay", target, "overlay", _MS_NOSUID, options)
+
+
+def _lower(setup: _Setup, path: str) -> str:
+    """The lower layers of the root's `path` (relative to the working directory, the layer
+    directory, as the base layer's are): the host's, under what the factory's tools hold
+    there, so that sudo's place is there at no copy-up's cost."""
+    tools = setup.tools + path
+    return f"{os.path.relpath(tools)}:{path}" if setup.tools and os.path.isdir(tools) else path
 
 
 def _layer_name(path: str) -> str:
@@ -598,7 +669,7 @@ def _build_root(config: dict[str, Any], setup: _Setup, layer: str) -> bool:
     os.chdir(layer)
     _mount_overlay(os.path.relpath(setup.base), _layer_name("/"), root)
     for path in setup.layers:
-        _mount_overlay(path, _layer_name(path), root + path)
+        _mount_overlay(_lower(setup, path), _layer_name(path), root + path)
     _mount("proc", root + "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
     _mount("sysfs", root + "/sys", "sysfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
     _mount_scratch(root)
@@ -613,7 +684,10 @@ def _build_root(config: dict[str, Any], setup: _Setup, layer: str) -> bool:
     for path in config["shares"]:
         os.makedirs(root + path, exist_ok=True)
         _mount(path, root + path, None, _MS_BIND | _MS_REC)
+        _mount("none", root + path, None, _MS_REMOUNT | _MS_BIND | _MS_NOSUID)
         targets.append(root + path)
+    if setup.tools:  # read-only for root too (mounts are PID 1's alone)
+        _bind_read_only(setup.tools + SUDO_PROGRAM, root + SUDO_PROGRAM, _MS_NODEV)
     # masks last: they may lie in what is exposed or shared
     targets += [_mask(root, path) for path in (*_HIDDEN, *config["masks"])]
     targets += [_cover(root, root + path) for path in setup.unreadable]
@@ -682,6 +756,10 @@ class _State:
         """The network namespace's counters when it was made (unchanged, it was not used)."""
         self.layers = 0
         """How many sets of upper layers were put aside (numbering them)."""
+        self.sudo: socket.socket | None = None
+        """The socket PID 1 takes sudo's requests on, in the root (at `setup.socket`)."""
+        self.handlers: set[int] = set()
+        """The processes serving sudo's requests (each one's command their child)."""
 
 
 def _boot(config: dict[str, Any], setup: _Setup, control: socket.socket, disk: int) -> _State:
@@ -735,6 +813,9 @@ def _enter_root(state: _State) -> None:
     ]
     state.scratch_only = _build_root(state.config, state.setup, state.layer)
     state.fresh = tuple(_upper(fd) for fd in state.uppers)
+    if state.sudo is not None:
+        state.sudo.close()  # the last root's
+    state.sudo = _listen_for_sudo(state.setup.socket)
 
 
 # PID 1: the sandbox's disk
@@ -1129,13 +1210,18 @@ def _serve_commands(control: socket.socket, state: _State) -> None:
     poller = select.poll()
     poller.register(control, select.POLLIN)
     poller.register(wake, select.POLLIN)
+    sudo = _watch_sudo(poller, state, -1)
     while True:
         for fd, _ in poller.poll():
             if fd == wake:
                 os.read(wake, 4096)
-                _reap(running)
+                state.handlers.difference_update(_reap(running))
+            elif fd == sudo:
+                _accept_sudo(state)
             elif not _request(control, running, state):
                 return  # the server closed the sandbox
+            else:
+                sudo = _watch_sudo(poller, state, sudo)  # a reset may have made it anew
 
 
 def _request(control: socket.socket, running: dict[int, int], state: _State) -> bool:
@@ -1169,6 +1255,7 @@ def _reset(state: _State, hostname: str, running: dict[int, int], control: socke
     a command changed its upper layers (else the root is as fresh as a new one), on new
     upper layers of the same disk; the network made anew if it was used."""
     _end_processes(running)
+    state.handlers.clear()
     _restore(state.inherited)
     _check(_call("unshare", _CLONE_NEWIPC), "unshare")
     if state.scratch_only and tuple(_upper(fd) for fd in state.uppers) == state.fresh:
@@ -1355,18 +1442,181 @@ def _become_root(groups: list[int]) -> None:
     os.setgroups(groups)
 
 
-def _reap(running: dict[int, int]) -> None:
+def _reap(running: dict[int, int]) -> list[int]:
+    """Reap every child that has ended, reporting the commands' exits; the pids of the others
+    (sudo's handlers, orphans reparented to PID 1)."""
+    others: list[int] = []
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return others
         if pid == 0:
-            return
+            return others
         fd = running.pop(pid, None)
-        if fd is not None:  # else an orphan that was reparented to PID 1
+        if fd is None:
+            others.append(pid)
+        else:
             _tell(fd, f"exit {os.waitstatus_to_exitcode(status)}\n")
             os.close(fd)
+
+
+# PID 1: sudo
+
+_SUDO_AT_ONCE = 64
+"""The most sudo requests served at once, each by a process of its own: more are refused,
+so no flood of them reaches PID 1's own work."""
+_SUDO_REQUEST_BYTES = 16 << 20
+"""The largest request sudo may send (its command line and environment)."""
+
+
+def _listen_for_sudo(path: str) -> socket.socket:
+    """Listen at `path` in a tmpfs of the root's own, made read-only: no process of the
+    sandbox, root included (mounts are PID 1's alone), can move or replace it."""
+    directory = os.path.dirname(path)
+    flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    _mount("tmpfs", directory, "tmpfs", flags, "size=4k,mode=755")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(path)
+    os.chmod(path, 0o666)  # PID 1 tells who called (SO_PEERCRED), not the file's mode
+    listener.listen(_SUDO_AT_ONCE)
+    listener.setblocking(False)
+    _mount("none", directory, None, _MS_REMOUNT | _MS_RDONLY | flags)
+    return listener
+
+
+def _watch_sudo(poller: select.poll, state: _State, watched: int) -> int:
+    """Have `poller` watch the sudo socket instead of `watched`; its descriptor."""
+    assert state.sudo is not None
+    fd = state.sudo.fileno()
+    if fd != watched:
+        if watched >= 0:
+            poller.unregister(watched)
+        poller.register(fd, select.POLLIN)
+    return fd
+
+
+def _accept_sudo(state: _State) -> None:
+    """Take every waiting sudo connection: refuse it at once, or fork its handler."""
+    assert state.sudo is not None
+    while True:
+        try:
+            connection, _ = state.sudo.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        with connection:
+            connection.setblocking(False)
+            try:
+                _refuse_sudo(connection, state.setup.uid, len(state.handlers))
+                pid = os.fork()
+            except OSError as ex:  # refused, or no process to spare (the pids limit)
+                with contextlib.suppress(OSError):
+                    connection.send(f"error: {ex.strerror or ex}".encode())
+                continue
+            if pid == 0:
+                _handle_sudo(connection)
+            state.handlers.add(pid)
+
+
+def _refuse_sudo(connection: socket.socket, uid: int, serving: int) -> None:
+    """OSError with why, unless the caller is root or the user (`uid`) of this sandbox and
+    fewer than the most requests are being served."""
+    credentials = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+    peer_pid, peer_uid, _ = struct.unpack("3i", credentials)
+    if peer_pid == 0:  # its pid namespace is not the sandbox's, nor one below it
+        raise PermissionError(errno.EPERM, "sudo serves only the processes of its sandbox")
+    if peer_uid not in (0, uid):
+        why = f"uid {peer_uid} may not use sudo: only root and the sandbox's user (uid {uid}) may"
+        raise PermissionError(errno.EPERM, why)
+    if serving >= _SUDO_AT_ONCE:
+        why = f"{serving} sudo commands are starting or running already, the most at once"
+        raise OSError(errno.EAGAIN, why)
+
+
+def _handle_sudo(connection: socket.socket) -> NoReturn:
+    """A child of PID 1 serving one sudo request: start its command, as PID 1 starts one,
+    pass it sudo's signals, and report its exit."""
+    try:
+        gc.disable()  # a collection could close descriptors of PID 1's it no longer has
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        fd = connection.fileno()
+        os.closerange(3, fd)
+        os.closerange(fd + 1, _MAX_FD)
+        connection.setblocking(True)
+        _serve_sudo(connection)
+    finally:
+        os._exit(0)
+
+
+def _serve_sudo(connection: socket.socket) -> None:
+    _tell(connection.fileno(), "go")
+    data, fds = _receive(connection, 64, 4)
+    try:
+        if data != b"sudo" or len(fds) != 4:
+            raise ValueError("a request is `sudo` with a memfd, stdin, stdout and stderr")
+        request = _sudo_request(fds[0])
+        pid = _start(request, *fds[1:])
+    except _NotStarted as ex:
+        _tell(fds[3], str(ex)[:_WHY_BYTES] + "\n")
+        _tell(connection.fileno(), f"exit {ex.code}")
+        return
+    except Exception as ex:
+        _tell(connection.fileno(), f"error: {ex}")
+        return
+    finally:
+        for fd in fds:
+            os.close(fd)
+    _tell(connection.fileno(), f"exit {_wait_sudo(connection, pid)}")
+
+
+def _sudo_request(fd: int) -> dict[str, Any]:
+    """A command's request, as the server's are, read from sudo's memfd (see `_sudo.py`)."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or not 0 < info.st_size <= _SUDO_REQUEST_BYTES:
+        raise ValueError(f"a request is a file of at most {_SUDO_REQUEST_BYTES} bytes")
+    name, uid, gid, cwd, count, *rest = map(os.fsdecode, os.pread(fd, info.st_size, 0).split(b"\0"))
+    argv, env = rest[: int(count)], rest[int(count) :]
+    if not argv or len(argv) != int(count) or not all("=" in entry for entry in env):
+        raise ValueError("the request's command or environment is malformed")
+    variables = dict(entry.split("=", 1) for entry in env)
+    return {
+        "argv": argv,
+        "env": variables,
+        "cwd": cwd,
+        "user": name,
+        "uid": int(uid),
+        "gid": int(gid),
+    }
+
+
+def _wait_sudo(connection: socket.socket, pid: int) -> int:
+    """Pass sudo's signals to the process group of the command `pid` until it ends; its exit
+    code. If sudo ends first (it cannot pass on SIGKILL), the group is killed."""
+    pidfd = os.pidfd_open(pid)
+    poller = select.poll()
+    poller.register(connection, select.POLLIN)
+    poller.register(pidfd, select.POLLIN)
+    while not _ended_fd(pidfd, poller):
+        try:
+            message = connection.recv(64)
+        except OSError:  # sudo is gone
+            message = b""
+        verb, _, number = message.partition(b" ")
+        if not message:
+            poller.unregister(connection)
+            number = str(int(signal.SIGKILL)).encode()
+        elif verb != b"signal" or not number.isdigit() or not 0 < int(number) < signal.NSIG:
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, int(number))
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def _ended_fd(pidfd: int, poller: select.poll) -> bool:
+    """Wait for sudo's next message or the command's end; whether it has ended."""
+    return any(fd == pidfd for fd, _ in poller.poll())
 
 
 def main() -> None:

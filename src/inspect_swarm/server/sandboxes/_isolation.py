@@ -741,6 +741,7 @@ class SandboxHost:
         self.snapshot_dir.chmod(0o700)
         settings = {
             "base": str(state_dir / "base"),
+            "tools": str(state_dir / "tools"),
             "user": _USER[0],
             "uid": _USER[1],
             "system": list(SYSTEM_DIRS),
