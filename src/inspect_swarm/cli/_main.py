@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from .._swarms_api import ACCOUNT_SCOPES, QUOTA_HELP, SANDBOX_FIELDS, START_FIELDS
 from ..client._contexts import HOSTED_API_URL, LOCAL
@@ -24,6 +24,7 @@ from ..server._defaults import (
     DEFAULT_PORT,
     KEYS_VARIABLE,
     SERVER_DEFAULTS,
+    NetworkMode,
     ServerOptions,
     default_console_port,
     default_memory_gib,
@@ -277,8 +278,14 @@ def _server_parser(server: argparse.ArgumentParser) -> None:
     )
     add(
         "--network",
-        choices=["none", "host"],
-        help="sandbox network: none (loopback only) or the host's",
+        choices=get_args(NetworkMode),
+        help="sandbox network: none (loopback only), nat (a way out through the server, "
+        "under its rules) or the host's",
+    )
+    add(
+        "--network-range",
+        metavar="CIDR",
+        help="the private IPv4 range of sandboxes' addresses with --network nat",
     )
     add(
         "--isolation",

@@ -31,6 +31,11 @@ MAX_MEMORY_GB = 40_000
 """The most memory, in GB, one account's sandboxes may book at once."""
 MAX_CLIENT_CONNECTIONS = 256
 """The most connections one client address may hold open (sandboxes' counted apart)."""
+NetworkMode = Literal["none", "nat", "host"]
+"""Sandboxes' network: loopback only; their own, routed out through the server (NAT, under
+its rules); or the host's."""
+NETWORK_RANGE = "10.213.0.0/16"
+"""The private range sandboxes' addresses come from when their network is routed out."""
 
 
 class ServerOptions(NamedTuple):
@@ -74,7 +79,10 @@ class ServerOptions(NamedTuple):
     """The shortest `timeoutSeconds` accepted, in seconds."""
     idle_release: float = 600.0
     stuck_timeout: float = 900.0
-    network: Literal["none", "host"] = "none"
+    network: NetworkMode = "none"
+    network_range: str = NETWORK_RANGE
+    """The IPv4 range of sandboxes' addresses with `network="nat"` (no route of this machine
+    may overlap it)."""
     isolation: Literal["auto", "namespaces", "process"] = "auto"
     masks: tuple[str, ...] = ()
     shares: tuple[str, ...] = ()

@@ -214,6 +214,7 @@ def serve(options: ServerOptions, on_ready: Announce | None = None) -> None:
             state_dir,
             options.isolation,
             options.network,
+            options.network_range,
             options.masks,
             _shares(options),
             forward=(inner, port),
@@ -240,6 +241,7 @@ def serve(options: ServerOptions, on_ready: Announce | None = None) -> None:
             options.max_running,
             options.max_memory_gb,
         ),
+        network=options.network,
     )
     server = assemble(store, sandbox_host, settings, url, options)
     limits = HttpLimits(

@@ -23,6 +23,7 @@ from ..model._keys import Owner
 from ..model._types import (
     GIB,
     BootFailed,
+    Egress,
     HostExhausted,
     Lease,
     LeaseEnded,
@@ -36,6 +37,7 @@ from ..model._types import (
 )
 from ..records._store import Store
 from ..sandboxes._isolation import SandboxError
+from ..sandboxes._network import Outbound
 from ._leases import Keyring, Leases
 
 logger = logging.getLogger(__name__)
@@ -59,6 +61,8 @@ class LongLivedSandbox:
     call's)."""
     asked_env: dict[str, str]
     """The create call's own variables (in `env`), which a fork of it gets too."""
+    egress: Egress
+    """What its way out was asked to be, which its forks and the sandboxes it makes get."""
     token: str
     """The access token its E2B daemon requires (`X-Access-Token`)."""
     traffic_token: str | None
@@ -99,6 +103,7 @@ class LongLivedSandbox:
             self.asked_env,
             pause_on_timeout=self.pause_on_timeout,
             public_traffic=self.traffic_token is None,
+            egress=self.egress,
         )
 
     def record(self) -> LongLivedRecord:
@@ -132,10 +137,16 @@ class LongLivedSandboxes:
         leases.hold(self)
 
     async def start(
-        self, owner: Owner, lease: Lease, spec: SandboxSpec, snapshot: str | None = None
+        self,
+        owner: Owner,
+        lease: Lease,
+        spec: SandboxSpec,
+        outbound: Outbound | None,
+        snapshot: str | None = None,
     ) -> LongLivedSandbox:
         """Boot a sandbox for `owner` on its account's lease, with the files of the
-        engine's snapshot `snapshot` if given.
+        engine's snapshot `snapshot` if given, routed out under `outbound` (None: no way
+        out).
 
         It ends `spec.lifetime` seconds from now unless its timeout is set again. Raises
         MemoryFull, LeaseEnded (the lease ended while the sandbox booted) or BootFailed.
@@ -147,7 +158,7 @@ class LongLivedSandboxes:
         try:
             # a client that gives up mid-boot must not leave a half-made sandbox
             with anyio.CancelScope(shield=True):
-                sandbox = await engine.create_sandbox(sandbox_id, size, snapshot)
+                sandbox = await engine.create_sandbox(sandbox_id, size, outbound, snapshot)
         except BaseException as ex:
             engine.unbook(size)  # whatever ended the boot: the memory is not the sandbox's
             if isinstance(ex, SandboxError | OSError):
@@ -175,6 +186,7 @@ class LongLivedSandboxes:
                 **spec.env,
             },
             asked_env=dict(spec.env),
+            egress=spec.egress,
             token=secrets.token_urlsafe(24),
             traffic_token=None if spec.public_traffic else secrets.token_urlsafe(24),
             sandbox=sandbox,

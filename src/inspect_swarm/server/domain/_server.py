@@ -19,6 +19,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -67,6 +68,7 @@ from ..model._types import (
 from ..records._runs import Runs, RunView
 from ..records._store import Store
 from ._accounts import Accounts
+from ._egress import inherited, way_out
 from ._leases import Keyring, Leases
 from ._long_lived import LongLivedSandbox, LongLivedSandboxes
 from ._quotas import AccountQuotas
@@ -408,9 +410,11 @@ class SwarmServer:
     ) -> LongLivedSandbox:
         """Boot a sandbox on the account's lease (rented if the server is free), with the
         files of the engine's snapshot `snapshot` if given."""
+        spec = replace(spec, egress=inherited(spec.egress, self._maker(owner)))
+        outbound = way_out(self._settings.network, spec.egress)
         lease, _ = self._rent(owner.account)
         with self._quotas.booking(owner.account, spec.size):
-            return await self._sandboxes.start(owner, lease, spec, snapshot)
+            return await self._sandboxes.start(owner, lease, spec, outbound, snapshot)
 
     def sandboxes(
         self,
@@ -438,6 +442,12 @@ class SwarmServer:
         an ended one (NotFound otherwise)."""
         found = self._runs.sandbox(sandbox_id, owner) or self._sandboxes.live(sandbox_id, owner)
         return found or self._long_lived_record(sandbox_id, owner)
+
+    def _maker(self, owner: Owner) -> LongLivedSandbox | None:
+        """The live long-lived sandbox whose key `owner` is, if it is one's."""
+        if not owner.sandbox_key:
+            return None
+        return self._sandboxes.live(owner.lineage.rstrip("/").rsplit("/", 1)[-1])
 
     def live_sandbox(self, sandbox_id: str, owner: Owner | None = None) -> LongLivedSandbox:
         """A live long-lived sandbox, within `owner`'s reach when given (NotFound otherwise).

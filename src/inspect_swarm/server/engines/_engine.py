@@ -22,6 +22,7 @@ import anyio.abc
 from ..model._types import RunRecord, Size
 from ..sandboxes._cgroups import Usage
 from ..sandboxes._isolation import User
+from ..sandboxes._network import Outbound
 from ..sandboxes._terminal import TerminalSize
 from ..sandboxes._watch import Change
 
@@ -207,11 +208,12 @@ class Engine(Protocol):
         ...
 
     async def create_sandbox(
-        self, sandbox_id: str, size: Size, snapshot: str | None = None
+        self, sandbox_id: str, size: Size, outbound: Outbound | None, snapshot: str | None = None
     ) -> LiveSandbox:
         """Make a sandbox outside a run, on memory booked for it, placed by `size` where the
-        engine has several machines, with the files of the snapshot `snapshot` if given
-        (SandboxError or OSError when it cannot)."""
+        engine has several machines, with the files of the snapshot `snapshot` if given,
+        routed out under `outbound` (None: no way out) (SandboxError or OSError when it
+        cannot)."""
         ...
 
     async def drop_snapshot(self, snapshot_id: str) -> None:

@@ -14,6 +14,7 @@ import anyio.abc
 from .._defaults import machine_memory_bytes
 from ..model._types import Outcome, Size
 from ..sandboxes._isolation import SandboxHost
+from ..sandboxes._network import Outbound
 from ._command import Capacity, Slot, limits, run_in_slot
 from ._engine import LiveSandbox
 from ._scheduler import Turn
@@ -49,10 +50,10 @@ class LocalRunner:
         await slot.close()
 
     async def create_sandbox(
-        self, sandbox_id: str, size: Size, snapshot: str | None = None
+        self, sandbox_id: str, size: Size, outbound: Outbound | None, snapshot: str | None = None
     ) -> LiveSandbox:
         """Boot a sandbox outside a run, from a snapshot of this machine's if given."""
-        return await self._host.create(sandbox_id, limits(size), snapshot)
+        return await self._host.create(sandbox_id, limits(size), snapshot, outbound)
 
     async def drop_snapshot(self, snapshot_id: str) -> None:
         """Remove a snapshot of this machine's."""

@@ -35,6 +35,7 @@ from ..model._types import (
     Size,
 )
 from ..records._runs import Runs
+from ..sandboxes._network import Outbound
 from ._command import Command, Tails, command_env
 from ._engine import LiveSandbox, SandboxCredentials
 
@@ -126,10 +127,10 @@ class SlotRunner(Protocol[S]):
         ...
 
     async def create_sandbox(
-        self, sandbox_id: str, size: Size, snapshot: str | None = None
+        self, sandbox_id: str, size: Size, outbound: Outbound | None, snapshot: str | None = None
     ) -> LiveSandbox:
-        """Make a sandbox outside runs, with the files of a snapshot if given (SandboxError
-        or OSError when it cannot)."""
+        """Make a sandbox outside runs, with the files of a snapshot if given, routed out
+        under `outbound` (SandboxError or OSError when it cannot)."""
         ...
 
     async def drop_snapshot(self, snapshot_id: str) -> None:
@@ -242,10 +243,10 @@ class Scheduler(Generic[S]):
         self._wake()
 
     async def create_sandbox(
-        self, sandbox_id: str, size: Size, snapshot: str | None = None
+        self, sandbox_id: str, size: Size, outbound: Outbound | None, snapshot: str | None = None
     ) -> LiveSandbox:
         """Have the runner make a sandbox outside a run, on memory booked for it."""
-        return await self._runner.create_sandbox(sandbox_id, size, snapshot)
+        return await self._runner.create_sandbox(sandbox_id, size, outbound, snapshot)
 
     async def drop_snapshot(self, snapshot_id: str) -> None:
         """Have the runner remove a snapshot."""

@@ -8,11 +8,13 @@ sandbox's work. Each check raises `BadInput`, which each surface answers in its 
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from ipaddress import IPv4Network
 from typing import Any
 
 MAX_DEPTH = 32
@@ -210,3 +212,33 @@ def check_command_line(field: str, argv: list[str], env: Mapping[str, str]) -> N
             f"{ARG_MAX} (ARG_MAX less {EXEC_HEADROOM} for the server's own variables); "
             "pass large data in a file instead",
         )
+
+
+def parse_addresses(field: str, entries: object) -> tuple[IPv4Network, ...]:
+    """A list of IPv4 addresses and CIDR ranges (`"1.2.3.4"`, `"10.0.0.0/8"`): what a
+    sandbox's allow and deny lists may name."""
+    if not isinstance(entries, list):
+        raise BadInput(
+            field, f"must be a list of IP addresses or CIDR ranges, got {shown(entries)}"
+        )
+    return tuple(_address(field, entry) for entry in entries)
+
+
+def _address(field: str, entry: object) -> IPv4Network:
+    if not isinstance(entry, str):
+        raise BadInput(field, f"{shown(entry)} is not an IP address or CIDR range")
+    try:
+        network = ipaddress.ip_network(entry, strict=False)
+    except ValueError:
+        raise BadInput(
+            field,
+            f"{shown(entry)}: this server filters sandboxes' traffic by address, not by host "
+            "name; give IPv4 addresses or CIDR ranges",
+        ) from None
+    if not isinstance(network, IPv4Network):
+        raise BadInput(
+            field,
+            f"{shown(entry)}: this server routes sandboxes out over IPv4 only; give IPv4 "
+            "addresses or CIDR ranges",
+        )
+    return network

@@ -14,6 +14,7 @@ import shlex
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from ipaddress import IPv4Network
 from typing import ClassVar, Literal
 
 from ..._swarms_api import DEFAULT_SIZE, DEFAULT_TIMEOUT, MAX_TIMEOUT
@@ -25,6 +26,7 @@ from .._defaults import (
     MAX_RUNNING,
     RUNS_PER_MINUTE,
     SERVER_DEFAULTS,
+    NetworkMode,
 )
 from ._rules import refusing, shown
 
@@ -151,6 +153,18 @@ class SandboxRequest:
 
 
 @dataclass(frozen=True)
+class Egress:
+    """What a sandbox asks of its way out to other networks (E2B's `allow_internet_access`
+    and `network` lists), which the server's `--network` decides on."""
+
+    internet: bool | None = None
+    """Whether it may reach other networks at all (None: as the server's network lets it)."""
+    allow_out: tuple[IPv4Network, ...] = ()
+    """Reached whatever `deny_out` says."""
+    deny_out: tuple[IPv4Network, ...] = ()
+
+
+@dataclass(frozen=True)
 class SandboxSpec:
     """A long-lived sandbox to make."""
 
@@ -165,6 +179,8 @@ class SandboxSpec:
     """Whether its timeout pauses it (E2B's `auto_pause`) rather than ends it."""
     public_traffic: bool = True
     """Whether its forwarded ports take requests without its traffic token."""
+    egress: Egress = Egress()
+    """What it asks of its way out to other networks."""
 
 
 @dataclass(frozen=True)
@@ -396,6 +412,8 @@ class Settings:
     """The disk each account's snapshots may take, in all, in MiB."""
     quotas: Quotas = field(default_factory=Quotas)
     """Every account's."""
+    network: NetworkMode = SERVER_DEFAULTS.network
+    """Sandboxes' network: what their creates may ask of their way out."""
 
     def max_concurrency(self, size: Size) -> int:
         """How many sandboxes of `size` fit in this server's memory at once."""

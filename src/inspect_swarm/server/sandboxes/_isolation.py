@@ -37,20 +37,20 @@ from typing import ClassVar, Literal, TypeVar
 
 import anyio
 
-from .._defaults import DISK_GIB
+from .._defaults import DISK_GIB, NETWORK_RANGE, NetworkMode
 from . import _files as _sandbox_files
 from ._cgroups import Cgroups, Limits, SandboxCgroup, Usage, default_pids_cap
 from ._child_process import ChildProcess, HostProcess, SandboxProcess, SpawnOptions, Stdio, spawn
 from ._disks import Disk, DiskError, DiskPool
 from ._forward import MAX_CONNECTIONS, Forwarder
 from ._init import KEPT_CAPABILITIES
+from ._network import Gateway, Link, NetworkError, Outbound, parse_range
 from ._ports import dial
 from ._snapshots import LAYERS, SCRATCH, SnapshotTooLarge, copy_tree, open_scratch, tree_bytes
 from ._terminal import Terminal, TerminalSize, open_in_root, open_on_host
 from ._watch import DirectoryWatch
 
 IsolationMode = Literal["namespaces", "process"]
-NetworkMode = Literal["none", "host"]
 
 T = TypeVar("T")
 
@@ -102,11 +102,14 @@ class IsolationConfig:
     state_dir: Path
     mode: Literal["auto", "namespaces", "process"] = "auto"
     network: NetworkMode = "none"
+    network_range: str = NETWORK_RANGE
+    """Where sandboxes' addresses come from when their network is routed out (`nat`)."""
     masks: tuple[str, ...] = ()
     shares: tuple[str, ...] = ()
     """Host directories mounted read-write at the same path in every sandbox."""
     forward: tuple[str, int] | None = None
-    """The server's (host, port), forwarded from inside sandboxes on a loopback-only network."""
+    """The server's (host, port), forwarded from inside sandboxes with a network of their
+    own."""
     forward_limit: int = MAX_CONNECTIONS
     """The most connections one sandbox may have open through the forwarder."""
     exposes: tuple[tuple[str, str], ...] = ()
@@ -358,6 +361,12 @@ class NamespaceSandbox(Sandbox):
     """PID 1's control socket: it starts and signals commands, and ends with it."""
     loopback: bool = False
     """Whether it has a network namespace of its own (else it shares the host's)."""
+    gateway: Gateway | None = None
+    """The server's end of sandboxes' ways out, when their network is routed out."""
+    outbound: Outbound | None = None
+    """Where its way out leads (None: it has none, only its loopback)."""
+    link: Link | None = None
+    """Its way out, once made."""
     forwarder: Forwarder | None = None
     listener: socket.socket | None = None
     """A socket listening inside the sandbox, whose connections go to the server."""
@@ -470,6 +479,7 @@ class NamespaceSandbox(Sandbox):
             self.listen(socket.socket(fileno=handles["listener"]))
         with self._fds:
             self.root_fd = _open_root(self.init_pid)
+        await self.route_out()
         self.id = sandbox_id
         self.cgroup.count_from_now()
         # layers a command changed are left beside the new ones, to be removed here (before
@@ -490,6 +500,30 @@ class NamespaceSandbox(Sandbox):
         return dataclasses.replace(
             used, disk=total - disk.f_bfree * disk.f_frsize, disk_total=total
         )
+
+    async def route_out(self) -> None:
+        """Give the sandbox's network its way out, anew when PID 1 has made a new network
+        (SandboxError when it cannot)."""
+        if self.gateway is None or self.outbound is None:
+            return
+        with self._fds:
+            self._check_live()
+            namespace = os.open(f"/proc/{self.init_pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            self._check_live()  # opened before PID 1 ended: not another process's
+            if self.link is not None and self.link.namespace == os.fstat(namespace).st_ino:
+                return
+            await self._unroute()
+            self.link = await self.gateway.attach(namespace, self.outbound)
+        except NetworkError as ex:
+            raise SandboxError(f"cannot route sandbox {self.id} out: {ex}") from None
+        finally:
+            os.close(namespace)
+
+    async def _unroute(self) -> None:
+        link, self.link = self.link, None
+        if link is not None and self.gateway is not None:
+            await self.gateway.detach(link)
 
     async def save(self, snapshot_id: str, most: int) -> int:
         """Copy the sandbox's upper layers, as its disk holds them, and its /tmp into the
@@ -575,6 +609,7 @@ class NamespaceSandbox(Sandbox):
             # the last of the server's hold on the sandbox's namespaces and mounts: the
             # kernel tears them down as they are let go, which takes a while
             await anyio.to_thread.run_sync(self._let_go)
+            await self._unroute()
             await super().close()
 
     def _let_go(self) -> None:
@@ -656,6 +691,15 @@ one, and a few at a time boot a run as fast while polls stay under 10 ms
 (`benchmarks/server_bench.py`)."""
 
 
+OPEN = Outbound()
+"""A way out to anywhere but what no sandbox reaches (`_network.BLOCKED`): runs' sandboxes'."""
+_NETWORK_NOTES: dict[NetworkMode, str] = {
+    "none": ", net: loopback only",
+    "nat": ", net: own, routed out through the server (NAT) under its rules",
+    "host": "; host network",
+}
+
+
 class SandboxHost:
     """Makes the sandboxes of one server, in the best mode this machine allows."""
 
@@ -682,6 +726,7 @@ class SandboxHost:
         self._forwarder = (
             None if config.forward is None else Forwarder(config.forward, config.forward_limit)
         )
+        self._gateway = self._make_gateway() if config.network == "nat" else None
         self._disks: DiskPool | None = None
         if self.mode == "namespaces" and config.disk_bytes:
             search = os.pathsep.join([os.environ.get("PATH", ""), DEFAULT_PATH])
@@ -706,6 +751,18 @@ class SandboxHost:
         }
         self._factory = _Factory([str(self.sandbox_dir), marshal.dumps(settings).hex()])
 
+    def _make_gateway(self) -> Gateway:
+        if self.mode != "namespaces":
+            raise SandboxError(
+                "--network nat routes sandboxes' own network namespaces out: it needs "
+                "namespace isolation (Linux, as root); leave --network at none"
+            )
+        try:
+            network = parse_range(self.config.network_range)
+        except ValueError as ex:
+            raise SandboxError(str(ex)) from None
+        return Gateway(network, str(self.config.state_dir.resolve()))
+
     def forwarded(self, peer: tuple[str, int]) -> bool:
         """Whether a connection to the server from `peer` is a sandbox's, forwarded."""
         return self._forwarder is not None and self._forwarder.forwarded(peer)
@@ -715,7 +772,7 @@ class SandboxHost:
         if self.mode == "namespaces":
             note = (
                 "namespaces (pid, mount, uts, ipc, cgroup"
-                + (", net: loopback only" if self.config.network == "none" else "; host network")
+                + _NETWORK_NOTES[self.config.network]
                 + "), a root of the host's system directories only, seccomp as Docker's default"
                 + f", cgroups {self.cgroups.mode}"
                 + (
@@ -743,6 +800,8 @@ class SandboxHost:
             await self._factory.stop()
             if self._disks is not None:
                 await anyio.to_thread.run_sync(self._disks.close)
+            if self._gateway is not None:
+                await self._gateway.close()
         if self._forwarder is not None:
             self._forwarder.close()
 
@@ -753,13 +812,37 @@ class SandboxHost:
         shutil.rmtree(self.sandbox_dir, ignore_errors=True)
         self.sandbox_dir.mkdir(parents=True, exist_ok=True)
         _spread_subdirectories(self.sandbox_dir)
+        if self._gateway is not None:
+            try:
+                self._gateway.open()
+            except NetworkError as ex:  # the command line's error, as an OSError
+                raise NetworkError(f"--network nat: {ex}") from None
 
-    async def create(self, sandbox_id: str, limits: Limits, snapshot: str | None = None) -> Sandbox:
+    async def create(
+        self,
+        sandbox_id: str,
+        limits: Limits,
+        snapshot: str | None = None,
+        outbound: Outbound | None = OPEN,
+    ) -> Sandbox:
         """Boot a fresh sandbox, or one with the files of the snapshot `snapshot` of this
         machine (raises SandboxError with the reason when it cannot), once fewer than the
-        most boot at once."""
+        most boot at once; routed out under `outbound` when the network is `nat` (None:
+        loopback only)."""
         async with self._booting:
-            return await self._create(sandbox_id, limits, snapshot)
+            sandbox = await self._create(sandbox_id, limits, snapshot)
+            if isinstance(sandbox, NamespaceSandbox) and self._gateway is not None:
+                await self._route_out(sandbox, outbound)
+            return sandbox
+
+    async def _route_out(self, sandbox: NamespaceSandbox, outbound: Outbound | None) -> None:
+        """Give a sandbox just booted its way out (kept for the new network of a reset)."""
+        sandbox.gateway, sandbox.outbound = self._gateway, outbound
+        try:
+            await sandbox.route_out()
+        except BaseException:
+            await sandbox.close()
+            raise
 
     async def _create(self, sandbox_id: str, limits: Limits, snapshot: str | None) -> Sandbox:
         directory = self.sandbox_dir / sandbox_id
@@ -790,7 +873,8 @@ class SandboxHost:
 
     async def _boot(self, sandbox: NamespaceSandbox, snapshot: Path | None) -> None:
         # PID 1 makes the sandbox's directory, off the server's event loop
-        target = self.config.forward if self.config.network == "none" else None
+        own = self.config.network != "host"
+        target = self.config.forward if own else None
         config = {
             "dir": str(sandbox.dir),
             "hostname": sandbox.id,
@@ -798,7 +882,7 @@ class SandboxHost:
             "shares": list(self.config.shares),
             # the state directory, should a share or an exposed path hold it
             "masks": [str(self.config.state_dir.resolve()), *self.config.masks],
-            "loopback": self.config.network == "none",
+            "loopback": own,
             "cgroups": [str(p) for p in sandbox.cgroup.procs_files],
             "listen": None if target is None else (target[1], ":" in target[0]),
         }
@@ -818,7 +902,7 @@ class SandboxHost:
         sandbox.layer_fd = handles.pop("layer", -1)
         sandbox.root_fd = _open_root(sandbox.init_pid)
         sandbox.forwarder = self._forwarder
-        sandbox.loopback = self.config.network == "none"
+        sandbox.loopback = own
         if "listener" in handles:
             sandbox.listen(socket.socket(fileno=handles["listener"]))
         if snapshot is not None:

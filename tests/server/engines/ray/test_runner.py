@@ -91,7 +91,7 @@ async def test_a_long_lived_sandbox_is_used_on_its_node(
     runner = RayRunner(SandboxHost(IsolationConfig(tmp_path / "state")), ray_cluster.address, "")
     try:
         with anyio.fail_after(120):
-            sandbox = await runner.create_sandbox("sbx-live", Size(1, 1))
+            sandbox = await runner.create_sandbox("sbx-live", Size(1, 1), None)
             try:
                 process = await sandbox.exec(["sh", "-c", "echo $INSPECT_SWARM_NODE"], {})
                 output = b"".join([chunk async for chunk in process.chunks("stdout")])
@@ -101,3 +101,9 @@ async def test_a_long_lived_sandbox_is_used_on_its_node(
         assert output.decode() == f"{sandbox.node}\n"
     finally:
         await runner.aclose()
+
+
+def test_no_way_out_on_the_ray_engine(tmp_path: Path) -> None:
+    host = SandboxHost(IsolationConfig(tmp_path / "state", network="nat"))
+    with pytest.raises(ValueError, match="--network nat: the Ray engine"):
+        RayRunner(host, None, "127.0.0.1")

@@ -37,7 +37,14 @@ class E2BCreateBody(BaseModel):
     network: dict[str, Any] = Field(
         default={},
         description="`allowPublicTraffic`: false to open its ports only to requests with its "
-        "`trafficAccessToken` (in `e2b-traffic-access-token`).",
+        "`trafficAccessToken` (in `e2b-traffic-access-token`). `allowOut` and `denyOut`: "
+        "IPv4 addresses and CIDR ranges its connections may (always) and may not reach, on a "
+        "server started with `--network nat`.",
+    )
+    allow_internet_access: bool | None = Field(
+        default=None,
+        description="Whether it may reach other networks (default: as the server's "
+        "`--network` lets it; true is refused by a server without a way out).",
     )
 
 

@@ -25,8 +25,16 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ...domain._server import SwarmServer
 from ...model._keys import Owner
-from ...model._rules import check_command_line, check_env, check_labels, parse_json, refusing, shown
-from ...model._types import DEFAULT_TEMPLATE, SandboxSpec, Size, SwarmError
+from ...model._rules import (
+    check_command_line,
+    check_env,
+    check_labels,
+    parse_addresses,
+    parse_json,
+    refusing,
+    shown,
+)
+from ...model._types import DEFAULT_TEMPLATE, Egress, SandboxSpec, Size, SwarmError
 from .._auth import PROVISION, READ, keys_of
 from .._openapi import E2B_KEYED, Declared
 from ._answers import (
@@ -270,6 +278,19 @@ def _public_traffic(body: dict[str, Any]) -> bool:
     return public
 
 
+def _egress(body: dict[str, Any]) -> Egress:
+    """What the body asks of the sandbox's way out: `allow_internet_access`, and the
+    `network`'s `allowOut` and `denyOut` lists of addresses."""
+    internet = body.get("allow_internet_access")
+    if internet is not None and not isinstance(internet, bool):
+        raise E2BError(400, f"allow_internet_access must be true or false, got {shown(internet)}")
+    network = body.get("network") or {}  # an object: `_public_traffic` checked it
+    with refusing(bad_request):
+        allow = parse_addresses("network.allowOut", network.get("allowOut") or [])
+        deny = parse_addresses("network.denyOut", network.get("denyOut") or [])
+    return Egress(internet, allow, deny)
+
+
 def _metadata_filter(text: str | None) -> dict[str, str]:
     # the SDK quotes each key and value, then url-encodes the pairs into one parameter
     return {unquote(k): unquote(v) for k, v in parse_qsl(text or "", keep_blank_values=True)}
@@ -333,6 +354,7 @@ def _control_plane(server: SwarmServer) -> APIRouter:
             env,
             pause_on_timeout=_pause_on_timeout(body),
             public_traffic=_public_traffic(body),
+            egress=_egress(body),
         )
         return JSONResponse(created(await server.start_sandbox(owner, spec)), status_code=201)
 

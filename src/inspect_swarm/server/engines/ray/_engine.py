@@ -31,6 +31,7 @@ import ray.exceptions
 
 from ...model._types import GIB, Outcome, Size
 from ...sandboxes._isolation import IsolationConfig, SandboxError, SandboxHost
+from ...sandboxes._network import Outbound
 from .._command import Capacity, limits
 from .._engine import LiveSandbox
 from .._scheduler import Turn
@@ -95,6 +96,11 @@ class RayRunner:
     `RaySlot`s)."""
 
     def __init__(self, host: SandboxHost, address: str | None, server_host: str) -> None:
+        if host.config.network == "nat":
+            raise ValueError(
+                "--network nat: the Ray engine's nodes give sandboxes no way out; run with "
+                "--engine local, or leave --network at none"
+            )
         self._host = host
         host.reap_leftovers()
         connect(address)
@@ -183,10 +189,11 @@ class RayRunner:
             room.release()
 
     async def create_sandbox(
-        self, sandbox_id: str, size: Size, snapshot: str | None = None
+        self, sandbox_id: str, size: Size, outbound: Outbound | None, snapshot: str | None = None
     ) -> LiveSandbox:
         """Have Ray place a sandbox outside a run on a node with room for it (SandboxError
         for one from a snapshot: this engine keeps none, see `RaySandbox.save`)."""
+        assert outbound is None, "the Ray engine refuses --network nat: its nodes give no way out"
         if snapshot is not None:
             raise SandboxError(NO_SNAPSHOTS)
         return await place_sandbox(self._agents, sandbox_id, limits(size))
