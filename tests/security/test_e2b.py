@@ -356,3 +356,34 @@ def test_snapshots_cannot_fill_the_disk_past_their_cap(
         with pytest.raises(e2b.SandboxException, match="files to copy"):
             sbx.create_snapshot()
         assert _kept_bytes(capped) == 0
+
+
+@pytest.fixture(scope="module")
+def sharing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Path]]:
+    """A server that shares a host directory under /tmp, so under each sandbox's /tmp too."""
+    shared = tmp_path_factory.mktemp("shared")
+    shared.chmod(0o755)
+    (shared / "host-file").write_text("the host's")
+    for handle in served(tmp_path_factory, "sharing", "--memory-gib", "4", "--share", str(shared)):
+        yield handle, shared
+
+
+def test_a_snapshot_neither_keeps_nor_writes_a_host_directory_shared_in_tmp(
+    sharing: tuple[Server, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server, shared = sharing
+    point_e2b_at(server, monkeypatch)
+    host_file = shared / "host-file"
+    with e2b.Sandbox.create() as sbx:
+        assert sbx.files.read(str(host_file), user="root") == "the host's"
+        snapshot = sbx.create_snapshot()
+    try:
+        kept = [path.name for path in (server.state_dir / "snapshots").rglob("*")]
+        assert "host-file" not in kept
+        # a sandbox made from the snapshot sees the host's file as it is now, and leaves it so
+        host_file.write_text("changed on the host")
+        with e2b.Sandbox.create(snapshot.snapshot_id) as copy:
+            assert copy.files.read(str(host_file), user="root") == "changed on the host"
+        assert host_file.read_text() == "changed on the host"
+    finally:
+        e2b.Sandbox.delete_snapshot(snapshot.snapshot_id)

@@ -43,7 +43,9 @@ def copy_tree(source: str, target: str, fds: tuple[int, ...] = ()) -> None:
     if cp is None:
         raise OSError(errno.ENOENT, "snapshots are copied with cp (coreutils), not found")
     os.makedirs(target, exist_ok=True)
-    options = ["-a", "--reflink=auto", "--sparse=always", "--no-target-directory"]
+    # never into what is mounted below `source`: a sandbox's /tmp may hold a host directory
+    # shared with it, whose files a restore would then write over on the host
+    options = ["-a", "-x", "--reflink=auto", "--sparse=always", "--no-target-directory"]
     done = subprocess.run(
         # `/.`: each path's directory itself, where a path is a descriptor's link in /proc
         [cp, *options, "--", f"{source}/.", f"{target}/."],
@@ -57,11 +59,18 @@ def copy_tree(source: str, target: str, fds: tuple[int, ...] = ()) -> None:
 
 
 def tree_bytes(path: Path) -> int:
-    """The disk space the files under `path` take (links not followed)."""
+    """The disk space the files under `path` take (links not followed, nor what is mounted
+    below it, which `copy_tree` leaves out too)."""
+    device = os.lstat(path).st_dev
     total = 0
     for directory, names, files in os.walk(path):
-        for name in (*names, *files):
+        for name in files:
             total += os.lstat(os.path.join(directory, name)).st_blocks * 512
+        for name in list(names):
+            info = os.lstat(os.path.join(directory, name))
+            total += info.st_blocks * 512
+            if info.st_dev != device:
+                names.remove(name)  # a mount point: its own directory only
     return total
 
 
