@@ -38,4 +38,24 @@ def in_sandbox(server: Server, script: str, key: str = KEY) -> dict[str, object]
     return dict(sandbox)
 
 
-__all__ = ["KEY", "OTHER_KEY", "Server", "in_sandbox"]
+def posted_from_inside(path: str, body: dict[str, object]) -> str:
+    """A shell script that POSTs `body` to the server's `path` from inside a sandbox, with the
+    sandbox's own key, and prints the status (or the status and the error's code)."""
+    return f"""
+python3 - <<'EOF'
+import json, os, urllib.request, urllib.error
+request = urllib.request.Request(
+    os.environ["MARITIME_API_URL"] + {path!r},
+    data=json.dumps({body!r}).encode(),
+    headers={{"Authorization": "Bearer " + os.environ["MARITIME_API_KEY"],
+             "Content-Type": "application/json"}},
+)
+try:
+    print(urllib.request.urlopen(request).status)
+except urllib.error.HTTPError as ex:
+    print(ex.code, json.loads(ex.read())["code"])
+EOF
+"""
+
+
+__all__ = ["KEY", "OTHER_KEY", "Server", "in_sandbox", "posted_from_inside"]

@@ -18,7 +18,7 @@ import pytest
 
 from ..server.engines.test_sandboxes import TINY
 from ..servers import KEY, Server, start_server, wait_until
-from .conftest import in_sandbox
+from .conftest import in_sandbox, posted_from_inside
 
 ADMIN_KEY = "admin-key"
 
@@ -60,21 +60,9 @@ MANAGE = [
     ("DELETE", "/admin/accounts/any", None),
 ]
 
-ASK_INSIDE = """
-python3 - <<'EOF'
-import json, os, urllib.request, urllib.error
-request = urllib.request.Request(
-    os.environ["MARITIME_API_URL"] + "/admin/accounts",
-    data=json.dumps({"name": "from-inside", "scopes": ["read", "provision"]}).encode(),
-    headers={"Authorization": "Bearer " + os.environ["MARITIME_API_KEY"],
-             "Content-Type": "application/json"},
+ASK_INSIDE = posted_from_inside(
+    "/admin/accounts", {"name": "from-inside", "scopes": ["read", "provision"]}
 )
-try:
-    print(urllib.request.urlopen(request).status)
-except urllib.error.HTTPError as ex:
-    print(ex.code, json.loads(ex.read())["code"])
-EOF
-"""
 
 
 def test_no_key_without_the_admin_scope_manages_accounts(server: Server) -> None:

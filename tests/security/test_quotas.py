@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from ..servers import KEY, Server
-from .conftest import in_sandbox, served
+from .conftest import in_sandbox, posted_from_inside, served
 
 MAX_QUEUED = 10
 RUNS_PER_MINUTE = 3
@@ -35,21 +35,9 @@ def start(server: Server, count: int, command: str = "true") -> tuple[int, dict[
     return answer.status_code, dict(answer.headers), answer.json()
 
 
-INSIDE = """
-python3 - <<'EOF'
-import json, os, urllib.request, urllib.error
-request = urllib.request.Request(
-    os.environ["MARITIME_API_URL"] + "/api/swarms",
-    data=json.dumps({"command": "true", "count": 5, "size": {"vcpus": 1, "memoryGb": 1}}).encode(),
-    headers={"Authorization": "Bearer " + os.environ["MARITIME_API_KEY"],
-             "Content-Type": "application/json"},
+INSIDE = posted_from_inside(
+    "/api/swarms", {"command": "true", "count": 5, "size": {"vcpus": 1, "memoryGb": 1}}
 )
-try:
-    print(urllib.request.urlopen(request).status)
-except urllib.error.HTTPError as ex:
-    print(ex.code, json.loads(ex.read())["code"])
-EOF
-"""
 
 
 def test_starts_past_the_accounts_quotas_are_refused_with_what_is_left_and_when(
