@@ -22,10 +22,19 @@ from ..model._keys import PROVISION as PROVISION
 from ..model._keys import READ as READ
 from ._access_log import note_caller
 from ._errors import ApiError
+from ._gate import Door
 
 ALL_SCOPES = frozenset({READ, PROVISION})
 """What a server key given without scopes may do."""
 KNOWN_SCOPES = ALL_SCOPES | {ADMIN}
+MISSING_KEY = "missing API key: send Authorization: Bearer <key>"
+
+
+def keyed(*paths: str) -> Door:
+    """The gate's door of routes that take a key: a request without an `Authorization`
+    header is refused as `Keys.principal` refuses it."""
+    refused = ApiError(401, "unauthorized", MISSING_KEY)
+    return Door(paths, ("authorization",), refused.status, refused.body())
 
 
 @dataclass(frozen=True)
@@ -76,7 +85,7 @@ class Keys:
         """Authenticate the request by its bearer key and check that the key has `scope`."""
         kind, _, key = request.headers.get("authorization", "").partition(" ")
         if kind.lower() != "bearer" or not key.strip():
-            raise ApiError(401, "unauthorized", "missing API key: send Authorization: Bearer <key>")
+            raise ApiError(401, "unauthorized", MISSING_KEY)
         principal = self.identify(request, key.strip())
         if principal is None:
             raise ApiError(401, "unauthorized", "unknown API key")
