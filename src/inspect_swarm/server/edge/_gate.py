@@ -16,7 +16,7 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
@@ -46,14 +46,14 @@ Refusal = tuple[bytes, bytes]
 its date and server headers between them."""
 
 
-@dataclass
 class Gate:
     """The doors of one application, and which requests pass them all whatever their path."""
 
-    forwarded: Callable[[str], bool] = lambda _: False
-    """Whether a `Host` header names something else than this server (a request then goes
-    on, whatever its path: a sandbox's port, say)."""
-    _doors: list[tuple[Door, Refusal]] = field(default_factory=list)
+    def __init__(self) -> None:
+        self._doors: list[tuple[Door, Refusal]] = []
+        self.forwarded: Callable[[str], bool] = lambda _: False
+        """Whether a `Host` header names something else than this server (a request then
+        goes on, whatever its path: a sandbox's port, say)."""
 
     def add(self, door: Door) -> None:
         """Keep `door`'s paths closed to requests without its credentials."""
