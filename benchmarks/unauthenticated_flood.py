@@ -6,8 +6,8 @@ refusal costs the server (figures and ratios within one run; never run as a test
 One server on loopback. First, what the server's own CPU pays (its CPU seconds, from
 /proc, which do not depend on how loaded the machine is) for 1,000 connections of each kind,
 opened one after another by 8 threads: a request with the server's key on a new connection
-(the baseline), a request with no key (refused), and a connection past the per-address cap
-(reset). Then a client with the key asks `GET /api/swarms` every 20 ms on one keep-alive
+(the baseline), a request with no key and one with a made-up key (refused), and a
+connection past the per-address cap (reset). Then a client with the key asks `GET /api/swarms` every 20 ms on one keep-alive
 connection (reconnecting if it is closed): first alone (the baseline), then while an attacker
 process (at the lowest priority, `nice 19`: it stands for many machines, and must not take
 the CPU the server would have) holds `--connections` connections with no key, sandbox id or
@@ -245,6 +245,12 @@ def costs(url: str, pid: int, count: int = 2000) -> None:
     print(
         f"a request with no key, refused: {refused:.0f} ms per 1,000 "
         f"({refused / baseline:.2f}x the baseline)"
+    )
+    made_up = keyed.replace(KEY.encode(), b"made-up")
+    unknown = cpu_per_thousand(pid, count, lambda i: exchange(address, made_up, source(i)))
+    print(
+        f"a request with a made-up key, refused: {unknown:.0f} ms per 1,000 "
+        f"({unknown / baseline:.2f}x the baseline)"
     )
     held = [
         socket.create_connection(address, source_address=(CAPPED, 0))

@@ -18,7 +18,7 @@ from ..domain._server import SwarmServer
 from ..model._types import InvalidRequest, SwarmError
 from ._access_log import AccessLog
 from ._admin import ACCOUNTS_PATH, admin_routes
-from ._auth import Keys, keyed
+from ._auth import Keys
 from ._errors import ApiError
 from ._gate import Gate
 from ._middleware import Edge, HttpLimits
@@ -64,7 +64,7 @@ def create_app(
     app.include_router(routes(server))
     app.include_router(admin_routes(server))
     gate = Gate()
-    gate.add(keyed(*KEYED_PATHS, ACCOUNTS_PATH, f"{ACCOUNTS_PATH}/"))
+    gate.add(auth.door(*KEYED_PATHS, ACCOUNTS_PATH, f"{ACCOUNTS_PATH}/"))
     mount_e2b(app, server, limits.max_file, gate)
     app.state.gate = gate
     server.close_accounts(auth.accounts)

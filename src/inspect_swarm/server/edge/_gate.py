@@ -22,7 +22,7 @@ from typing import Any
 
 from ._access_log import log_answer, logger
 
-_FIRST_LINE = re.compile(rb"([A-Z]+) (/[^ ?%]*)(\?[^ ]*)? HTTP/1\.[01]\r\n")
+_FIRST_LINE = re.compile(rb"([A-Z]+) (/[^ ?%]*)(\?[^ ]*)? HTTP/1\.([01])\r\n")
 """A request line whose path is plain (a `%` escape is decoded by the application only)."""
 
 
@@ -39,6 +39,12 @@ class Door:
     """The JSON answer to a request that brings none of them."""
     query: tuple[str, ...] = ()
     """Query fields, any of which lets a request through as well (a signed URL's)."""
+    opens: Callable[[str], bool] | None = None
+    """Whether the value of the first of `headers` a request brings may be a credential
+    that opens the door (None: let the application judge every one); one that cannot is
+    answered `wrong` (a key the server does not know, say)."""
+    wrong: dict[str, Any] | None = None
+    """The JSON answer to a credential `opens` refuses (None: `body`)."""
 
 
 Refusal = tuple[bytes, bytes]
@@ -50,18 +56,19 @@ class Gate:
     """The doors of one application, and which requests pass them all whatever their path."""
 
     def __init__(self) -> None:
-        self._doors: list[tuple[Door, Refusal]] = []
+        self._doors: list[tuple[Door, Refusal, Refusal]] = []
         self.forwarded: Callable[[str], bool] = lambda _: False
         """Whether a `Host` header names something else than this server (a request then
         goes on, whatever its path: a sandbox's port, say)."""
 
     def add(self, door: Door) -> None:
         """Keep `door`'s paths closed to requests without its credentials."""
-        self._doors.append((door, _answer(door)))
+        wrong = door.body if door.wrong is None else door.wrong
+        self._doors.append((door, _answer(door.status, door.body), _answer(door.status, wrong)))
 
     def refusal(self, head: bytes) -> Refusal | None:
         """The answer to a request whose complete head is `head`, if it brings no credential
-        its path needs (None: let it through)."""
+        its path needs, or one its door knows to be wrong (None: let it through)."""
         began = time.perf_counter()
         line = _FIRST_LINE.match(head)
         if line is None:
@@ -70,15 +77,20 @@ class Gate:
         found = next((found for found in self._doors if _under(path, found[0].paths)), None)
         if found is None:
             return None
-        door, answer = found
-        fields = head[line.end() - 2 :].lower()
-        if any(b"\n" + name.encode() + b":" in fields for name in door.headers):
-            return None
+        door, answer, wrong = found
+        start = line.end() - 2
+        fields = head[start:].lower()
+        brought = [name for name in door.headers if b"\n" + name.encode() + b":" in fields]
+        if brought:
+            if door.opens is None or door.opens(_header(head[start:], fields, brought[0])):
+                return None
+            answer = wrong
         query = (line[3] or b"")[1:].split(b"&")
         if any(part.split(b"=")[0] == name.encode() for part in query for name in door.query):
             return None
-        if self.forwarded(_header(fields, b"host")):
-            return None
+        host = _header(fields, fields, "host")
+        if (not host and line[4] == b"1") or self.forwarded(host):
+            return None  # h11's to refuse (HTTP/1.1 needs a host), or the port's
         if logger.isEnabledFor(logging.INFO):
             log_answer(line[1].decode(), path, door.status, began)
         return answer
@@ -88,19 +100,20 @@ def _under(path: str, paths: tuple[str, ...]) -> bool:
     return any(path.startswith(door) if door[-1] == "/" else path == door for door in paths)
 
 
-def _header(fields: bytes, name: bytes) -> str:
-    """The value of a header of a lower-cased head ('' when it has none)."""
-    start = fields.find(b"\n" + name + b":")
+def _header(fields: bytes, lowered: bytes, name: str) -> str:
+    """The first value of a header in a head's header lines, found in them lower-cased
+    ('' when there is none)."""
+    start = lowered.find(b"\n" + name.encode() + b":")
     if start < 0:
         return ""
     value = fields[start + len(name) + 2 : fields.find(b"\n", start + 1)]
     return value.strip().decode("latin-1")
 
 
-def _answer(door: Door) -> Refusal:
-    body = json.dumps(door.body, ensure_ascii=False, separators=(",", ":")).encode()
+def _answer(status: int, answer: dict[str, Any]) -> Refusal:
+    body = json.dumps(answer, ensure_ascii=False, separators=(",", ":")).encode()
     head = (
-        f"HTTP/1.1 {door.status} {HTTPStatus(door.status).phrase}\r\n"
+        f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n"
         f"content-type: application/json\r\ncontent-length: {len(body)}\r\n"
         "connection: close\r\n"
     )

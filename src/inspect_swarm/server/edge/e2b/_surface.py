@@ -35,7 +35,7 @@ from ...model._rules import (
     shown,
 )
 from ...model._types import DEFAULT_TEMPLATE, Egress, SandboxSpec, Size, SwarmError
-from .._auth import PROVISION, READ, keys_of
+from .._auth import PROVISION, READ, Keys, bearer, keys_of
 from .._gate import Door, Gate
 from .._openapi import E2B_KEYED, Declared
 from ._answers import (
@@ -68,7 +68,7 @@ E2B_SIZE = Size(vcpus=2, memory_gb=1)
 def mount(app: FastAPI, server: SwarmServer, max_file: int, gate: Gate) -> None:
     """Serve the E2B control plane and sandbox daemon from the server's app, behind `gate`."""
     envd = Envd(server, max_file)
-    _close(gate)
+    _close(gate, app.state.keys)
 
     @app.exception_handler(E2BError)
     async def e2b_error(_: Request, ex: E2BError) -> JSONResponse:
@@ -96,11 +96,18 @@ _CONTROL_PLANE = (
 """The control plane's paths (E2B's other paths are answered 501 with or without a key)."""
 
 
-def _close(gate: Gate) -> None:
-    """The gate's doors: the control plane without a key, the daemon without a sandbox (or
-    a signed URL), answered as the routes behind them answer; a sandbox's port is its own."""
-    no_key = E2BError(401, _NO_KEY)
-    gate.add(Door(_CONTROL_PLANE, ("x-api-key", "authorization"), 401, no_key.body()))
+def _close(gate: Gate, keys: Keys) -> None:
+    """The gate's doors: the control plane without a key or with one `keys` do not know,
+    the daemon without a sandbox (or a signed URL), answered as the routes behind them
+    answer; a sandbox's port is its own."""
+
+    def opens(credential: str) -> bool:
+        # as `_owner` takes it: `X-API-KEY`'s value, else a bearer key (an empty one: the
+        # route's to judge, with the other header)
+        return not credential or keys.lookup(bearer(credential) or credential) is not None
+
+    no_key = E2BError(401, _NO_KEY).body()
+    gate.add(Door(_CONTROL_PLANE, ("x-api-key", "authorization"), 401, no_key, opens=opens))
     no_sandbox = E2BError(400, NO_SANDBOX)
     envd = ("/health", "/files")
     gate.add(Door(envd, (SANDBOX_HEADER,), 400, no_sandbox.body(), query=("signature",)))
@@ -169,9 +176,8 @@ class _Refusing(Codec[Any, Any]):
 
 def _owner(request: Request, scope: str) -> Owner:
     """Whose sandboxes the caller reaches, from `X-API-KEY` (the SDK's) or a bearer key."""
-    key = request.headers.get("x-api-key", "")
-    kind, _, bearer = request.headers.get("authorization", "").partition(" ")
-    key = key or (bearer if kind.lower() == "bearer" else "")
+    headers = request.headers
+    key = headers.get("x-api-key", "") or bearer(headers.get("authorization", "")) or ""
     principal = keys_of(request).identify(request, key.strip()) if key.strip() else None
     if principal is None:
         raise E2BError(401, _NO_KEY)
