@@ -191,7 +191,8 @@ class Relay:
 
     def close(self) -> None:
         """Cut every connection and stop serving."""
-        if self._thread is None:
+        if self._thread is None:  # never started
+            self._loop.close()
             return
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
