@@ -233,7 +233,7 @@ def parse_allow_list(
     networks: list[IPv4Network] = []
     names: list[str] = []
     for entry in _entries(field, entries):
-        name = host_name(entry)
+        name = _host_name(entry)
         if name is None:
             networks.append(_address(field, entry, names=True))
         else:
@@ -241,7 +241,7 @@ def parse_allow_list(
     return tuple(networks), tuple(names)
 
 
-def host_name(entry: object) -> str | None:
+def _host_name(entry: object) -> str | None:
     """`entry` as a host name or wildcard (`*.` and a name), lowercase without a final dot,
     or None when it is not one (a name's last label is never all digits, so no address is
     one)."""
