@@ -253,6 +253,14 @@ def test_a_request_without_a_known_key_is_answered_as_the_route_would_answer_it(
     assert server.health()["status"] == "ok"
 
 
+def test_a_head_without_a_host_is_refused_as_malformed_not_as_unauthenticated(
+    server: Server,
+) -> None:
+    # HTTP/1.1 needs a Host: h11's 400, as with a key, not the gate's 401
+    status, _ = head(answered(server, b"POST /api/swarms HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}"))
+    assert status == 400
+
+
 def test_a_request_for_a_sandboxs_port_passes_the_gate_to_the_sandbox(server: Server) -> None:
     # its path is the sandbox's, not this server's: the port's refusal (no such sandbox), not
     # the gate's
