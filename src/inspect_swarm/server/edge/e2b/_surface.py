@@ -54,7 +54,6 @@ from ._answers import (
 )
 from ._envd import Envd, bad_request, connect_code
 from ._filesystem_service import FilesystemService, read_files, write_files
-from ._ports import PortRouter
 from ._process_service import ProcessService
 from ._wire import E2BError, created, detailed, forked, listed, measured, snapshotted
 
@@ -82,8 +81,6 @@ def mount(app: FastAPI, server: SwarmServer, max_file: int) -> None:
     app.mount("/filesystem.Filesystem", _Admitted(filesystem, envd))
     # last: the paths above are matched first, whatever their method
     app.include_router(_not_offered())
-    # outermost: a request for a sandbox's port is the sandbox's, whatever its path
-    app.add_middleware(PortRouter, server=server)
 
 
 class _Admitted:
