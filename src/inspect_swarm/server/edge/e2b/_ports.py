@@ -256,10 +256,17 @@ async def _relay(stream: SocketStream, scope: Scope, receive: Receive, send: Sen
             await _pass_on(send, head, body, more=False)
             return upstream.our_state is upstream.their_state is h11.DONE
         elif event is h11.NEED_DATA:
-            if head is not None or body:
+            if body or (head is not None and not _sized(head)):
                 await _pass_on(send, head, body, more=True)
                 started, head, body = True, None, []
             upstream.receive_data(await _received(stream))
+
+
+def _sized(head: Message) -> bool:
+    """Whether the answer of `head` declares a body to come: its head then waits for the
+    body's first bytes, and goes to the client with them (one wake-up of the client, not
+    two; an answer streamed without a length has its head sent at once)."""
+    return any(k == b"content-length" and v != b"0" for k, v in head["headers"])
 
 
 async def _pass_on(send: Send, head: Message | None, body: list[bytes], more: bool) -> None:
