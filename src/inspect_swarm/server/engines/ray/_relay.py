@@ -67,8 +67,9 @@ class PortRelays:
                 "close some first",
             )
         upstream = await SocketStream.from_socket(await anyio.to_thread.run_sync(dial, port))
+        family = socket.AF_INET6 if ":" in self._address else socket.AF_INET
         try:
-            listening = socket.create_server((self._address, 0), backlog=1)
+            listening = socket.create_server((self._address, 0), family=family, backlog=1)
             listener = await SocketListener.from_socket(listening)
         except BaseException:
             await upstream.aclose()
@@ -89,10 +90,11 @@ class PortRelays:
                 async with opened.upstream, opened.listener:
                     with anyio.fail_after(_ACCEPT_SECONDS):
                         client = await opened.listener.accept()
-                        await opened.listener.aclose()  # one connection only
-                        given = BufferedByteReceiveStream(client)
-                        first = await given.receive_exactly(_TOKEN_BYTES)
+                    await opened.listener.aclose()  # one connection only
                     async with client:
+                        given = BufferedByteReceiveStream(client)
+                        with anyio.fail_after(_ACCEPT_SECONDS):
+                            first = await given.receive_exactly(_TOKEN_BYTES)
                         if hmac.compare_digest(first, token):
                             await _both_ways(given, client, opened.upstream)
             finally:
