@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp
 
     from ...domain._server import SwarmServer
+    from .._gate import Gate
     from .._middleware import HttpLimits
 
 
@@ -23,14 +24,15 @@ UPLOAD_PATHS = ("/files", "/process.Process/StreamInput")
 """The envd paths whose bodies are uploads (a file, a command's input): their own limit."""
 
 
-def mount_e2b(app: FastAPI, server: SwarmServer, max_file: int) -> None:
+def mount_e2b(app: FastAPI, server: SwarmServer, max_file: int, gate: Gate) -> None:
     """Serve the E2B surface of the server's long-lived sandboxes from `app` when the e2b
-    package is installed (`max_file`: the largest file read from a sandbox, in bytes)."""
+    package is installed (`max_file`: the largest file read from a sandbox, in bytes), its
+    doors on `gate`."""
     if find_spec("e2b") is None:
         return
     from ._surface import mount
 
-    mount(app, server, max_file)
+    mount(app, server, max_file, gate)
 
 
 def route_ports(app: ASGIApp, server: SwarmServer, limits: HttpLimits) -> ASGIApp:

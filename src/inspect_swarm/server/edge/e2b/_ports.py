@@ -54,6 +54,11 @@ _HOP_BY_HOP = frozenset(
 _CHUNKED = [(b"transfer-encoding", b"chunked")]
 
 
+def names_a_port(host: str) -> bool:
+    """Whether a `Host` header names a sandbox's port (`<port>-<sandbox id>.<domain>`)."""
+    return _HOST.match(host.encode("latin-1")) is not None
+
+
 def route_ports(app: ASGIApp, server: SwarmServer, limits: HttpLimits) -> ASGIApp:
     """`app` behind a front that sends each request whose `Host` names a sandbox's port to
     that port before any of `app`'s own layers, logged and limited as `app`'s requests are
