@@ -254,6 +254,66 @@ def test_a_port_reaches_its_own_sandboxs_loopback_only(
         assert answer.status_code in (400, 502), answer.text
 
 
+SEEN = """\
+import http.server, sys
+
+class Seen(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.answer(f"GET {self.path}")
+
+    def do_POST(self):
+        # the body's bytes as they came, to the end of the connection
+        self.answer(f"POST {self.path} {len(self.rfile.read())}")
+
+    def answer(self, seen):
+        with open("/tmp/seen", "a") as kept:
+            kept.write(seen + "\\n")
+        self.send_response(200)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Seen).serve_forever()
+"""
+
+
+def test_a_request_to_a_port_is_held_to_the_servers_body_limit(
+    server: Server, two: tuple[e2b.Sandbox, e2b.Sandbox]
+) -> None:
+    victim, _ = two
+    victim.files.write("/tmp/seen.py", SEEN)
+    listening = victim.commands.run("python3 /tmp/seen.py 8002", background=True)
+    deadline = time.monotonic() + 60
+    while _port(server, victim, 8002).status_code != 200:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    address = server.url.removeprefix("http://").rsplit(":", 1)
+    over = 17 * 1024 * 1024  # the server's body limit is 16 MiB
+    with socket.create_connection((address[0], int(address[1])), timeout=30) as sock:
+        # a head that declares a body over the limit: refused before any of it is read
+        head = f"POST /big HTTP/1.1\r\nhost: {victim.get_host(8002)}\r\n"
+        sock.sendall(f"{head}content-length: {over}\r\n\r\n".encode())
+        answer = b"".join(iter(lambda: sock.recv(65536), b""))  # to the close it says
+    assert answer.startswith(b"HTTP/1.1 413"), answer
+    assert b"body_too_large" in answer
+    # a body sent in chunks with no length: cut at the limit
+    chunks = (b"x" * 1024 * 1024 for _ in range(17))
+    cut = httpx.post(
+        f"{server.url}/chunked",
+        headers={"host": victim.get_host(8002)},
+        content=chunks,
+        timeout=60,
+    )
+    assert cut.status_code == 413, cut.text
+    # what the sandbox's server saw once the cut connection ended: not the first, and of
+    # the second no more than the limit
+    while "POST" not in (seen := victim.files.read("/tmp/seen")):
+        assert time.monotonic() < deadline + 60
+        time.sleep(0.1)
+    listening.kill()
+    [(path, size)] = [line.split()[1:] for line in seen.splitlines() if line.startswith("POST")]
+    assert path == "/chunked" and int(size) <= 16 * 1024 * 1024 + 17 * 16  # and chunk sizes
+
+
 def test_a_private_port_opens_to_its_own_traffic_token_only(
     server: Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:

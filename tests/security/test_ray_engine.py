@@ -17,14 +17,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from inspect_swarm.server.engines._command import Capacity
 from inspect_swarm.server.engines.ray import _engine as _ray_engine
+from inspect_swarm.server.engines.ray._node import HeldSandbox, NodeAgent
 from inspect_swarm.server.model._types import GIB, Settings
+from inspect_swarm.server.sandboxes._cgroups import Limits
 from inspect_swarm.server.sandboxes._isolation import IsolationConfig
 
 from ..ray_cluster import RayCluster, agent_of
+from ..server.engines.ray.test_agent import agent, open_port, serve_upper
 from ..server.engines.ray.test_runner import ray_domain_on
 from ..server.engines.test_scheduler import a_run_too_large_holds_up_nothing
 from ..servers import (
@@ -38,6 +42,8 @@ from ..servers import (
 )
 
 pytestmark = [pytest.mark.ray, needs_namespaces]
+
+__all__ = ["agent"]  # the fixture, of a node's agent in this process
 
 _PROBE = """
 import socket, sys
@@ -221,3 +227,43 @@ async def test_a_run_no_node_can_hold_holds_up_no_run_behind_it(
             "sandbox of 2 vCPUs and 1 GiB"
         )
         await a_run_too_large_holds_up_nothing(*made, reason, stuck)
+
+
+async def _relayed(agent: NodeAgent, address: tuple[str, int], sent: bytes) -> bytes:
+    """What comes back to a connection to a port the agent opened, that sends `sent` first,
+    while the agent relays the port."""
+    with anyio.fail_after(30):
+        async with await anyio.connect_tcp(*address) as stream:
+            await stream.send(sent)
+            received = b""
+            with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError):
+                while True:
+                    received += await stream.receive()
+            return received
+
+
+@pytest.mark.anyio
+async def test_a_relayed_port_takes_one_connection_with_its_token_once(agent: NodeAgent) -> None:
+    await serve_upper(agent, "sbx-a")
+    for first in (b"x" * 32, None):  # another party comes first; the server does
+        address, token = await open_port(agent, "sbx-a", 8000)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(agent.held, "sbx-a", HeldSandbox.relay_port, token)
+            answer = await _relayed(agent, address, (first or token) + b"hello")
+        assert answer == (b"" if first else b"HELLO")  # nothing relayed without the token
+        # one connection only: the token is good no more, whoever came first
+        with pytest.raises(OSError):
+            await anyio.connect_tcp(*address)
+        ok, error = await agent.held("sbx-a", HeldSandbox.relay_port, token)
+        assert not ok and isinstance(error, LookupError)
+
+
+@pytest.mark.anyio
+async def test_a_relay_reaches_its_own_sandboxs_loopback_only(agent: NodeAgent) -> None:
+    await serve_upper(agent, "sbx-a")
+    await open_port(agent, "sbx-a", 8000)  # listening, on its own loopback
+    assert await agent.create("sbx-b", Limits(2**30, 1)) == (True, None)
+    with socket.create_server(("127.0.0.1", 0)) as node_server:  # a port of the node's own
+        for sandbox_id, port in (("sbx-b", 8000), ("sbx-a", node_server.getsockname()[1])):
+            ok, error = await agent.held(sandbox_id, HeldSandbox.open_port, port)
+            assert not ok and isinstance(error, ConnectionRefusedError), error

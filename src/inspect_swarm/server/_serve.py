@@ -34,6 +34,7 @@ from .edge._middleware import KIB, MIB, HttpLimits
 from .edge._ports import ByPort
 from .edge._protocol import ClientTally, http_protocol, websocket_protocol
 from .edge.console import create_console
+from .edge.e2b import route_ports
 from .engines._engine import Engine
 from .engines._local import LocalRunner
 from .engines._scheduler import Scheduler
@@ -253,11 +254,11 @@ def serve(options: ServerOptions, on_ready: Announce | None = None) -> None:
         options.max_client_connections,
     )
     app = create_app(server, keys, limits)
-    served: ASGIApp = app
+    served = route_ports(app, server, limits)
     ready = {"url": url}
     if console_sock is not None:
         console_port = console_sock.getsockname()[1]
-        served = ByPort(app, create_console(server, app.state.keys, limits), console_port)
+        served = ByPort(served, create_console(server, app.state.keys, limits), console_port)
         ready["consoleUrl"] = f"http://{host}:{console_port}"
     first_key = next(iter(keys))
     print(f"inspect-swarm server on {url}", flush=True)

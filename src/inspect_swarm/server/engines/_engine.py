@@ -130,8 +130,9 @@ class LiveSandbox(Protocol):
 
     def dial(self, port: int) -> socket.socket:
         """A TCP connection to `port` on the sandbox's own loopback, for forwarding a port;
-        blocks. SandboxError when the engine cannot reach it (the sandbox shares the host's
-        network, or is on another node); ConnectionRefusedError when nothing listens."""
+        blocks (on an engine of many machines, a connection its node relays). SandboxError
+        when the sandbox shares the host's network; ConnectionRefusedError when nothing
+        listens."""
         ...
 
     def as_user(self, user: User, operation: Callable[[str], T]) -> T:

@@ -1,5 +1,6 @@
 """Ports (`get_host`) with the unmodified e2b SDK: a server started inside a sandbox answers
-requests sent to the swarm server with the `Host` the SDK names."""
+requests sent to the swarm server with the `Host` the SDK names, on each engine (on Ray, the
+sandbox's node relays the connection)."""
 
 from __future__ import annotations
 
@@ -59,14 +60,7 @@ def _wait_listening(client: httpx.Client) -> None:
 
 
 @pytest.fixture
-def local(engine: str) -> None:
-    """Skip on the Ray engine, which does not forward ports (see test_ray_refuses_ports)."""
-    if engine != "local":
-        pytest.skip("the Ray engine does not forward ports")
-
-
-@pytest.fixture
-def echo(local: None) -> Iterator[Sandbox]:
+def echo() -> Iterator[Sandbox]:
     """A sandbox serving ECHO on PORT."""
     sbx = Sandbox.create()
     try:
@@ -124,7 +118,6 @@ def test_a_port_of_another_sandbox_is_that_sandboxs_own(echo: Sandbox, server: S
     assert "not found" in gone.json()["message"]
 
 
-@pytest.mark.usefixtures("local")
 def test_private_ports_take_only_the_traffic_token(server: Server) -> None:
     sbx = Sandbox.create(network={"allow_public_traffic": False})
     try:
@@ -145,21 +138,8 @@ def test_private_ports_take_only_the_traffic_token(server: Server) -> None:
         sbx.kill()
 
 
-def test_ray_refuses_ports(server: Server, engine: str) -> None:
-    if engine != "ray":
-        pytest.skip("the local engine forwards ports")
-    sbx = Sandbox.create()
-    try:
-        refused = _through(server, sbx.get_host(PORT)).get("/")
-        assert refused.status_code == 502
-        assert "Ray engine does not forward" in refused.json()["message"]
-    finally:
-        sbx.kill()
-
-
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])  # e2b's async SDK is asyncio-only
-@pytest.mark.usefixtures("local")
 async def test_a_port_with_the_async_sdk(anyio_backend: str, server: Server) -> None:
     sbx = await AsyncSandbox.create()
     try:
@@ -191,7 +171,6 @@ with serve(echo, "127.0.0.1", int(sys.argv[1])) as server:
 """
 
 
-@pytest.mark.usefixtures("local")
 def test_a_websocket_is_forwarded_both_ways(server: Server) -> None:
     sbx = Sandbox.create()
     try:

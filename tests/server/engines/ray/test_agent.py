@@ -46,7 +46,7 @@ async def run(
 
 @pytest.fixture
 async def agent(tmp_path: Path) -> AsyncIterator[NodeAgent]:
-    made = NodeAgent(IsolationConfig(tmp_path / "node"), NODE)
+    made = NodeAgent(IsolationConfig(tmp_path / "node"), NODE, "127.0.0.1")
     yield made
     await made.aclose()
 
@@ -171,7 +171,7 @@ def test_calls_on_a_loop_without_a_root_share_worker_threads(tmp_path: Path) -> 
         return asyncio.run_coroutine_threadsafe(coroutine, loop).result(timeout=30)
 
     try:
-        agent = NodeAgent(IsolationConfig(tmp_path / "node"), NODE)
+        agent = NodeAgent(IsolationConfig(tmp_path / "node"), NODE, "127.0.0.1")
         assert call(agent.create("sbx-live", Limits(2**30, 1))) == (True, None)
         threads = [call(agent.held("sbx-live", worker_thread)) for _ in range(5)]
         assert all(ok for ok, _ in threads)
@@ -182,3 +182,52 @@ def test_calls_on_a_loop_without_a_root_share_worker_threads(tmp_path: Path) -> 
         loop.call_soon_threadsafe(loop.stop)
         running.join()
         loop.close()
+
+
+UPPER = """\
+import socket
+server = socket.create_server(("127.0.0.1", 8000))
+while True:
+    conn, _ = server.accept()
+    conn.sendall(conn.recv(100).upper())
+    conn.close()
+"""
+
+
+async def open_port(agent: NodeAgent, sandbox_id: str, port: int) -> tuple[tuple[str, int], bytes]:
+    """Open `port` of the sandbox once something listens there (the deadline a safety net)."""
+    with anyio.fail_after(30):
+        while True:
+            ok, found = await agent.held(sandbox_id, HeldSandbox.open_port, port)
+            if ok:
+                return found  # type: ignore[no-any-return]
+            assert isinstance(found, ConnectionRefusedError), found
+            await anyio.sleep(0.05)
+
+
+async def serve_upper(agent: NodeAgent, sandbox_id: str) -> None:
+    """Make a sandbox serving UPPER on port 8000."""
+    assert await agent.create(sandbox_id, Limits(2**30, 1)) == (True, None)
+    argv = ["python3", "-c", UPPER]
+    ok, _ = await agent.held(sandbox_id, HeldSandbox.exec, argv, {}, None, ROOT, False, None)
+    assert ok
+
+
+@pytest.mark.anyio
+async def test_a_port_is_relayed_to_the_connection_that_sends_its_token(
+    agent: NodeAgent,
+) -> None:
+    await serve_upper(agent, "sbx-live")
+    address, token = await open_port(agent, "sbx-live", 8000)
+    assert address[0] == "127.0.0.1"  # the node's address the agent was given
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(agent.held, "sbx-live", HeldSandbox.relay_port, token)
+            async with await anyio.connect_tcp(*address) as stream:
+                await stream.send(token + b"hello")
+                assert await stream.receive() == b"HELLO"
+                with pytest.raises(anyio.EndOfStream):  # the sandbox's server closed it
+                    await stream.receive()
+    ok, refused = await agent.held("sbx-live", HeldSandbox.open_port, 8001)
+    assert not ok and isinstance(refused, ConnectionRefusedError)
+    await agent.close("sbx-live")

@@ -1,12 +1,17 @@
 """Long-lived sandboxes on the Ray engine: the unmodified e2b SDK and the `swarm_server`
-provider on sandboxes Ray placed on worker nodes, their traffic relayed by the server."""
+provider on sandboxes Ray placed on worker nodes, their traffic relayed by the server (and
+their ports' by their nodes)."""
 
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from inspect_ai.agent import react
 from inspect_ai.tool import bash
@@ -47,14 +52,26 @@ def workers(cluster: RayCluster) -> set[str]:
     return {cluster.node_id(name) for name in ("w1", "w2")}
 
 
-def test_the_e2b_sdk_uses_a_sandbox_placed_on_a_worker(
+@contextmanager
+def on_a_worker(
     server: Server, ray_cluster: RayCluster, monkeypatch: pytest.MonkeyPatch
-) -> None:
+) -> Iterator[tuple[Any, str]]:
+    """A sandbox made with the unmodified e2b SDK, and the worker Ray placed it on (killed
+    after)."""
     point_e2b_at(server, monkeypatch)
     sbx = e2b.Sandbox.create(timeout=120)
     try:
         node = sbx.commands.run("echo $INSPECT_SWARM_NODE").stdout.strip()
         assert node in workers(ray_cluster)
+        yield sbx, node
+    finally:
+        sbx.kill()
+
+
+def test_the_e2b_sdk_uses_a_sandbox_placed_on_a_worker(
+    server: Server, ray_cluster: RayCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with on_a_worker(server, ray_cluster, monkeypatch) as (sbx, node):
         with server.http() as http:
             described = http.get(f"/v1/sandboxes/{sbx.sandbox_id}").json()
         assert (described["status"], described["node"]) == ("running", node)
@@ -79,8 +96,6 @@ def test_the_e2b_sdk_uses_a_sandbox_placed_on_a_worker(
             == "written on the node\nuser\n"
         )
         sbx.commands.run("sleep 171.5", background=True)
-    finally:
-        sbx.kill()
     with server.http() as http:
         ended = http.get(f"/v1/sandboxes/{sbx.sandbox_id}").json()
     assert (ended["status"], ended["endReason"], ended["node"]) == ("ended", "killed", node)
@@ -165,3 +180,39 @@ def test_one_agent_per_node_makes_its_runs_and_long_lived_sandboxes(
         handle.kill()
     finally:
         sbx.kill()
+
+
+PEER = """\
+import http.server, sys
+
+class Peer(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):
+        body = f"{self.client_address[1]}".encode()
+        self.send_response(200)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Peer).serve_forever()
+"""
+
+
+def test_a_port_of_a_sandbox_on_a_worker_is_relayed_by_its_node(
+    server: Server, ray_cluster: RayCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with on_a_worker(server, ray_cluster, monkeypatch) as (sbx, _):
+        sbx.files.write("peer.py", PEER)
+        handle = sbx.commands.run("python3 peer.py 8000", background=True)
+        headers = {"host": sbx.get_host(8000)}
+        with httpx.Client(base_url=server.url, headers=headers, timeout=30) as client:
+            deadline = time.monotonic() + 60
+            while (first := client.get("/")).status_code == 502:
+                assert time.monotonic() < deadline, first.text
+                time.sleep(0.1)
+            # the relayed connection is kept for the next request: the same peer port
+            assert [client.get("/").text for _ in range(3)] == [first.text] * 3
+        handle.kill()
+    gone = httpx.get(server.url, headers=headers, timeout=30)
+    assert gone.status_code == 502 and "not found" in gone.json()["message"]

@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
+    from starlette.types import ASGIApp
 
     from ...domain._server import SwarmServer
     from .._gate import Gate
+    from .._middleware import HttpLimits
 
 
 UPLOAD_PATHS = ("/files", "/process.Process/StreamInput")
@@ -31,3 +33,14 @@ def mount_e2b(app: FastAPI, server: SwarmServer, max_file: int, gate: Gate) -> N
     from ._surface import mount
 
     mount(app, server, max_file, gate)
+
+
+def route_ports(app: ASGIApp, server: SwarmServer, limits: HttpLimits) -> ASGIApp:
+    """`app` in front of which requests for the ports of the server's long-lived sandboxes
+    (by `Host`, as `get_host` names them) go to those ports, under `limits`, when the e2b
+    package is installed (see `_ports`); `app` alone otherwise."""
+    if find_spec("e2b") is None:
+        return app
+    from ._ports import route_ports as routed
+
+    return routed(app, server, limits)

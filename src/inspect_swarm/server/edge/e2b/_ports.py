@@ -20,20 +20,22 @@ import anyio.to_thread
 import h11
 from anyio.abc import SocketAttribute, SocketStream
 from fastapi.responses import JSONResponse
-from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ...domain._long_lived import LongLivedSandbox
 from ...domain._server import SwarmServer
 from ...model._types import NotFound
 from ...sandboxes._isolation import SandboxError
+from .._access_log import AccessLog
+from .._middleware import Edge, HttpLimits
 from ._port_sockets import relay_socket
 from ._wire import E2BError
 
 TRAFFIC_HEADER = "e2b-traffic-access-token"
 """Where a request to a port carries the sandbox's traffic token (the SDK's name)."""
 
-_HOST = re.compile(r"([0-9]{1,5})-([A-Za-z0-9_-]{1,128})\.")
+_HOST = re.compile(rb"([0-9]{1,5})-([A-Za-z0-9_-]{1,128})\.")
+_TRAFFIC = TRAFFIC_HEADER.encode()
 _HOP_BY_HOP = frozenset(
     name.encode()
     for name in (
@@ -54,30 +56,61 @@ _CHUNKED = [(b"transfer-encoding", b"chunked")]
 
 def names_a_port(host: str) -> bool:
     """Whether a `Host` header names a sandbox's port (`<port>-<sandbox id>.<domain>`)."""
-    return _HOST.match(host) is not None
+    return _HOST.match(host.encode("latin-1")) is not None
 
 
-class PortRouter:
-    """ASGI middleware: requests whose `Host` names a sandbox's port go to that port."""
+def route_ports(app: ASGIApp, server: SwarmServer, limits: HttpLimits) -> ASGIApp:
+    """`app` behind a front that sends each request whose `Host` names a sandbox's port to
+    that port before any of `app`'s own layers, logged and limited as `app`'s requests are
+    (`AccessLog`, `Edge`)."""
+    return _Front(app, AccessLog(Edge(_PortForwarder(server), limits)))
 
-    def __init__(self, app: ASGIApp, server: SwarmServer) -> None:
+
+class _Front:
+    """The outermost ASGI layer: requests for sandboxes' ports to `ports`, the rest (and
+    the lifespan) to `app`."""
+
+    def __init__(self, app: ASGIApp, ports: ASGIApp) -> None:
         self._app = app
+        self._ports = ports
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan" and _port_of(scope) is not None:
+            await self._ports(scope, receive, send)
+        else:
+            await self._app(scope, receive, send)
+
+
+def _port_of(scope: Scope) -> re.Match[bytes] | None:
+    """The port and sandbox id that the request's `Host` names, if it names one."""
+    return _HOST.match(_header(scope, b"host"))
+
+
+def _header(scope: Scope, name: bytes) -> bytes:
+    """The request's first header `name` (lower case), empty when it has none."""
+    for key, value in scope["headers"]:
+        if key == name:
+            return bytes(value)
+    return b""
+
+
+class _PortForwarder:
+    """ASGI application that forwards a request to the sandbox's port its `Host` names."""
+
+    def __init__(self, server: SwarmServer) -> None:
         self._server = server
         self._idle = _Idle()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] in ("http", "websocket"):
-            headers = Headers(scope=scope)
-            if (found := _HOST.match(headers.get("host", ""))) is not None:
-                await self._forward(scope, receive, send, int(found[1]), found[2])
-                return
-        await self._app(scope, receive, send)
+        found = _port_of(scope)
+        assert found is not None, "the front sends only requests for ports"
+        await self._forward(scope, receive, send, int(found[1]), found[2].decode())
 
     async def _forward(
         self, scope: Scope, receive: Receive, send: Send, port: int, sandbox_id: str
     ) -> None:
         try:
-            stream = await self._open(Headers(scope=scope), port, sandbox_id)
+            stream = await self._open(scope, port, sandbox_id)
         except E2BError as ex:
             await _refuse(scope, receive, send, ex)
             return
@@ -101,12 +134,10 @@ class PortRouter:
         else:
             await stream.aclose()
 
-    async def _open(self, headers: Headers, port: int, sandbox_id: str) -> SocketStream:
+    async def _open(self, scope: Scope, port: int, sandbox_id: str) -> SocketStream:
         box = self._sandbox(sandbox_id)
         token = box.traffic_token
-        if token is not None and not hmac.compare_digest(
-            headers.get(TRAFFIC_HEADER, "").encode(), token.encode()
-        ):
+        if token is not None and not hmac.compare_digest(_header(scope, _TRAFFIC), token.encode()):
             raise E2BError(
                 403,
                 f"sandbox {sandbox_id} takes requests to its ports only with its traffic "
@@ -153,28 +184,32 @@ class _Idle:
     MAX_IDLE = 64
 
     def __init__(self) -> None:
-        self._kept: OrderedDict[tuple[tuple[str, int], int], SocketStream] = OrderedDict()
+        self._kept: OrderedDict[tuple[tuple[str, int], int], tuple[SocketStream, int]] = (
+            OrderedDict()
+        )
+        """Each connection by its port and its id, with its socket's descriptor."""
 
     def put(self, key: tuple[str, int], stream: SocketStream) -> None:
-        self._kept[key, id(stream)] = stream
+        fd = stream.extra(SocketAttribute.raw_socket).fileno()
+        self._kept[key, id(stream)] = stream, fd
         while len(self._kept) > self.MAX_IDLE:
-            _, oldest = self._kept.popitem(last=False)
+            _, (oldest, _) = self._kept.popitem(last=False)
             _close_now(oldest)
 
     def take(self, key: tuple[str, int]) -> SocketStream | None:
         """An idle connection to `key` that its other end has not closed, if there is one."""
         for kept in [k for k in reversed(self._kept) if k[0] == key]:
-            stream = self._kept.pop(kept)
-            if _open_still(stream):
+            stream, fd = self._kept.pop(kept)
+            if _open_still(fd):
                 return stream
             _close_now(stream)
         return None
 
 
-def _open_still(stream: SocketStream) -> bool:
-    """Whether the other end has neither closed the connection nor sent anything unasked
-    (either makes it readable)."""
-    readable, _, _ = select.select([stream.extra(SocketAttribute.raw_socket).fileno()], [], [], 0)
+def _open_still(fd: int) -> bool:
+    """Whether the other end of the connection on `fd` has neither closed it nor sent
+    anything unasked (either makes it readable)."""
+    readable, _, _ = select.select([fd], [], [], 0)
     return not readable
 
 
@@ -199,40 +234,59 @@ class _Broken(Exception):
 
 async def _relay(stream: SocketStream, scope: Scope, receive: Receive, send: Send) -> bool:
     """Pass the request on over `stream` and its answer back: whether the connection may
-    carry another request. _Broken when no answer began."""
+    carry another request. _Broken when no answer began. What one read of the sandbox's
+    server brings goes to the client as one message (a small answer: its head, then its
+    whole body)."""
     upstream = h11.Connection(h11.CLIENT)
     if not await _send_request(upstream, stream, scope, receive):
         return False  # the client went away
+    head: Message | None = None
+    body: list[bytes] = []
     started = False
     while True:
         try:
             event = upstream.next_event()
-            if event is h11.NEED_DATA:
-                upstream.receive_data(await _received(stream))
-                continue
         except h11.ProtocolError as ex:
             if started:
                 raise  # an answer cut short: only closing the connection tells the client
             raise _Broken(f"its server broke HTTP ({ex})") from None
         if isinstance(event, h11.Response):
             headers = [(k, v) for k, v in event.headers if k not in _HOP_BY_HOP]
-            await send(
-                {"type": "http.response.start", "status": event.status_code, "headers": headers}
-            )
-            started = True
+            head = {"type": "http.response.start", "status": event.status_code, "headers": headers}
         elif isinstance(event, h11.Data):
-            await send({"type": "http.response.body", "body": bytes(event.data), "more_body": True})
+            body.append(bytes(event.data))
         elif isinstance(event, h11.EndOfMessage | h11.ConnectionClosed):
-            if not started:
+            if head is None and not started:
                 raise _Broken("its server closed the connection without answering")
-            await send({"type": "http.response.body", "body": b""})
+            await _pass_on(send, head, body, more=False)
             return upstream.our_state is upstream.their_state is h11.DONE
+        elif event is h11.NEED_DATA:
+            if body or (head is not None and not _sized(head)):
+                await _pass_on(send, head, body, more=True)
+                started, head, body = True, None, []
+            upstream.receive_data(await _received(stream))
+
+
+def _sized(head: Message) -> bool:
+    """Whether the answer of `head` declares a body to come: its head then waits for the
+    body's first bytes, and goes to the client with them (one wake-up of the client, not
+    two; an answer streamed without a length has its head sent at once)."""
+    return any(k == b"content-length" and v != b"0" for k, v in head["headers"])
+
+
+async def _pass_on(send: Send, head: Message | None, body: list[bytes], more: bool) -> None:
+    """Send the answer's head if it is still to go, then the body read so far."""
+    if head is not None:
+        await send(head)
+    if body or not more:
+        await send({"type": "http.response.body", "body": b"".join(body), "more_body": more})
 
 
 async def _send_request(
     upstream: h11.Connection, stream: SocketStream, scope: Scope, receive: Receive
 ) -> bool:
-    """Send the request's head and body as they come; False if the client went away."""
+    """Send the request's head and body as they come (a body that comes at once in one
+    write with its head); False if the client went away."""
     headers = [(k, v) for k, v in scope["headers"] if k not in _HOP_BY_HOP]
     if any(k == b"transfer-encoding" for k, _ in scope["headers"]):
         headers += _CHUNKED  # the body's length is not known: pass it on in chunks
@@ -240,16 +294,23 @@ async def _send_request(
     if scope["query_string"]:
         target += b"?" + scope["query_string"]
     request = h11.Request(method=scope["method"], target=target, headers=headers)
-    await stream.send(upstream.send(request) or b"")
+    pending = [upstream.send(request) or b""]
     while True:
         message: Message = await receive()
         if message["type"] == "http.disconnect":
             return False
         if body := message.get("body", b""):
-            await stream.send(upstream.send(h11.Data(data=body)) or b"")
-        if not message.get("more_body", False):
-            await stream.send(upstream.send(h11.EndOfMessage()) or b"")
+            pending.append(upstream.send(h11.Data(data=body)) or b"")
+        done = not message.get("more_body", False)
+        if done:
+            pending.append(upstream.send(h11.EndOfMessage()) or b"")
+        try:
+            await stream.send(b"".join(pending))
+        except anyio.BrokenResourceError:
+            return True  # the sandbox's server stopped reading: what it answered, if anything
+        if done:
             return True
+        pending = []
 
 
 async def _received(stream: SocketStream) -> bytes:

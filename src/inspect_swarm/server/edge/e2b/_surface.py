@@ -56,7 +56,7 @@ from ._answers import (
 )
 from ._envd import NO_SANDBOX, SANDBOX_HEADER, Envd, bad_request, connect_body
 from ._filesystem_service import FilesystemService, read_files, write_files
-from ._ports import PortRouter, names_a_port
+from ._ports import names_a_port
 from ._process_service import ProcessService
 from ._wire import E2BError, created, detailed, forked, listed, measured, snapshotted
 
@@ -85,8 +85,6 @@ def mount(app: FastAPI, server: SwarmServer, max_file: int, gate: Gate) -> None:
     app.mount("/filesystem.Filesystem", _Admitted(filesystem, envd))
     # last: the paths above are matched first, whatever their method
     app.include_router(_not_offered())
-    # outermost: a request for a sandbox's port is the sandbox's, whatever its path
-    app.add_middleware(PortRouter, server=server)
 
 
 _NO_KEY = "missing or unknown API key: send it as X-API-KEY (E2B_API_KEY)"

@@ -40,6 +40,7 @@ from ...sandboxes._isolation import IsolationConfig, Sandbox, SandboxError, Sand
 from ...sandboxes._terminal import TerminalSize
 from ...sandboxes._watch import Change, DirectoryWatch
 from .._command import Command, Slot, Tails, limits, run_in_slot
+from ._relay import PortRelays
 
 T = TypeVar("T")
 
@@ -211,8 +212,10 @@ class NodeAgent:
     """The sandboxes one server has placed on this node (a Ray actor, whose calls are tasks
     of its event loop)."""
 
-    def __init__(self, isolation: IsolationConfig, node: str) -> None:
+    def __init__(self, isolation: IsolationConfig, node: str, address: str) -> None:
         self.node = node
+        self.address = address
+        """The node's address in the cluster, where the server connects to sandboxes' ports."""
         self._root = _Root()
         self._host = process_host(isolation)
         self._slots: dict[str, _SlotState] = {}
@@ -291,9 +294,8 @@ class NodeAgent:
         """Make a long-lived sandbox here."""
 
         async def create() -> None:
-            self._held[sandbox_id] = HeldSandbox(
-                await self._host.create(sandbox_id, cap), self.node
-            )
+            sandbox = await self._host.create(sandbox_id, cap)
+            self._held[sandbox_id] = HeldSandbox(sandbox, self.node, PortRelays(self.address))
 
         return await _answer(create)
 
@@ -337,11 +339,12 @@ class NodeAgent:
 class HeldSandbox:
     """A long-lived sandbox on its node, and the operations on it that the server passes on
     (starting processes and following their output, their input and signals, users, file
-    work as a user)."""
+    work as a user, connections to its ports)."""
 
-    def __init__(self, sandbox: Sandbox, node: str) -> None:
+    def __init__(self, sandbox: Sandbox, node: str, ports: PortRelays) -> None:
         self._sandbox = sandbox
         self._node = node
+        self._ports = ports
         self._processes: dict[int, ChildProcess] = {}
         self._readers: dict[tuple[int, str], AsyncIterator[bytes]] = {}
         self._watches: dict[int, tuple[DirectoryWatch, AsyncIterator[list[Change]]]] = {}
@@ -440,6 +443,15 @@ class HeldSandbox:
         """`operation(root)` on the sandbox's files with `user`'s rights."""
         return await anyio.to_thread.run_sync(self._sandbox.as_user, user, operation)
 
+    async def open_port(self, port: int) -> tuple[tuple[str, int], bytes]:
+        """Dial `port` on the sandbox's loopback for the server: where the server connects
+        for it, and the one-time token it sends first (see `engines.ray._relay`)."""
+        return await self._ports.open(self._sandbox.dial, port)
+
+    async def relay_port(self, token: bytes) -> None:
+        """Relay the connection of the port opened with `token`, until either side closes."""
+        await self._ports.relay(token)
+
     async def ended(self) -> None:
         """Return once the sandbox's PID 1 has ended (or the sandbox is being closed)."""
         if self._waits:
@@ -462,6 +474,7 @@ class HeldSandbox:
         for scope, done in list(self._waits):
             scope.cancel()
             await done.wait()
+        await self._ports.aclose()
         await self._sandbox.close()
 
 

@@ -29,7 +29,7 @@ from ray.util.placement_group import (
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ...sandboxes._cgroups import Limits
-from ...sandboxes._isolation import IsolationConfig
+from ...sandboxes._isolation import IsolationConfig, SandboxError
 from ._calls import AgentHandle, answer
 from ._node import NodeAgent
 
@@ -85,10 +85,11 @@ class Agents:
         start: not while a sandbox waits for it)."""
         for node in ray.nodes():  # type: ignore[no-untyped-call]
             if node["Alive"] and node["Resources"].get("CPU", 0) > 0:
-                self.on(str(node["NodeID"]))
+                self.on(str(node["NodeID"]), str(node["NodeManagerAddress"]))
 
-    def on(self, node: str) -> AgentHandle:
-        """The agent on `node` (made if this server has none there)."""
+    def on(self, node: str, address: str | None = None) -> AgentHandle:
+        """The agent on `node` (made if this server has none there, told the node's
+        `address` in the cluster: looked up when not given)."""
         agent = self._agents.get(node)
         if agent is None:
             made = _agent.options(  # type: ignore[attr-defined]
@@ -96,7 +97,7 @@ class Agents:
                 max_concurrency=_CALLS,
                 max_restarts=0,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
-            ).remote(self._isolation, node)
+            ).remote(self._isolation, node, address or _address(node))
             agent = self._agents[node] = cast(AgentHandle, made)
         return agent
 
@@ -165,6 +166,14 @@ async def _close(agent: AgentHandle) -> None:
         await answer(agent.aclose.remote())
     except ray.exceptions.RayError as ex:
         logger.warning("a node's agent did not end its sandboxes: %s", ex)
+
+
+def _address(node: str) -> str:
+    """The address of `node` in the cluster (blocks)."""
+    for found in ray.nodes():  # type: ignore[no-untyped-call]
+        if found["NodeID"] == node:
+            return str(found["NodeManagerAddress"])
+    raise SandboxError(f"node {node} has left the Ray cluster")
 
 
 def _alive(node: str) -> bool:

@@ -23,6 +23,7 @@ import ray.exceptions
 from ...model._types import GIB
 from ...sandboxes._cgroups import Limits, Usage
 from ...sandboxes._isolation import ROOT, SandboxError, User
+from ...sandboxes._ports import DIAL_TIMEOUT
 from ...sandboxes._terminal import TerminalSize
 from ...sandboxes._watch import Change
 from ._calls import AgentHandle, Pending, answer
@@ -195,11 +196,19 @@ class RaySandbox:
         raise SandboxError(f"sandbox {self.id}: {NO_SNAPSHOTS}")
 
     def dial(self, port: int) -> socket.socket:
-        """Refused: a connection made on the sandbox's node would have to be relayed."""
-        raise SandboxError(
-            f"sandbox {self.id}: the Ray engine does not forward sandboxes' ports "
-            "(run the server with the local engine for them)"
-        )
+        """A connection to `port` on the sandbox's loopback, relayed by its node's agent
+        (`engines.ray._relay`); blocks."""
+        address, token = self._blocking(HeldSandbox.open_port, port)
+        self.send(HeldSandbox.relay_port, token)
+        sock = socket.create_connection(address, timeout=DIAL_TIMEOUT)
+        try:
+            sock.settimeout(None)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.sendall(token)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
 
     async def watch(self, user: User, path: str, recursive: bool) -> RayWatch:
         """Watch a directory of the sandbox, on its node."""
