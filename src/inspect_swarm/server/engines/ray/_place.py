@@ -21,6 +21,7 @@ import ray
 import ray.exceptions
 from ray.actor import ActorHandle
 from ray.util.placement_group import (
+    NODE_ID_LABEL_KEY,
     PlacementGroup,
     placement_group,
     placement_group_table,
@@ -54,9 +55,11 @@ class Room:
     """Room for one slot or sandbox on a node of the cluster (a placement group of one
     bundle, which Ray places)."""
 
-    def __init__(self, cap: Limits) -> None:
+    def __init__(self, cap: Limits, node: str | None = None) -> None:
+        """Room of `cap`, on `node` when given (else where Ray finds it)."""
         self._group: PlacementGroup = placement_group(
-            [{"CPU": cap.vcpus, "memory": cap.memory_bytes}]
+            [{"CPU": cap.vcpus, "memory": cap.memory_bytes}],
+            bundle_label_selector=None if node is None else [{NODE_ID_LABEL_KEY: node}],
         )
 
     async def node(self) -> str:
@@ -99,6 +102,10 @@ class Agents:
             ).remote(self._isolation, node)
             agent = self._agents[node] = cast(AgentHandle, made)
         return agent
+
+    def all(self) -> list[tuple[str, AgentHandle]]:
+        """Each node's agent made so far, with its node."""
+        return list(self._agents.items())
 
     async def lost(
         self, node: str, agent: AgentHandle, ex: ray.exceptions.RayActorError
@@ -151,7 +158,7 @@ async def _judge(node: str, ex: ray.exceptions.RayActorError) -> tuple[str, bool
         return f"the sandbox agent on node {node} could not start: {why}", True
     checks = _LOST_CHECKS if isinstance(ex, ray.exceptions.ActorUnavailableError) else 1
     for check in range(checks):
-        if not await anyio.to_thread.run_sync(_alive, node):
+        if not await anyio.to_thread.run_sync(alive, node):
             return f"node lost: {node}; the sandbox ended with it", True
         if check + 1 < checks:
             await anyio.sleep(_LOST_SECONDS / _LOST_CHECKS)
@@ -167,9 +174,15 @@ async def _close(agent: AgentHandle) -> None:
         logger.warning("a node's agent did not end its sandboxes: %s", ex)
 
 
-def _alive(node: str) -> bool:
-    """Whether the cluster still counts `node` among its live nodes."""
-    return any(
-        n["NodeID"] == node and n["Alive"]
+def alive(node: str) -> bool:
+    """Whether the cluster still counts `node` among its live nodes (blocks)."""
+    return node in live_nodes()
+
+
+def live_nodes() -> set[str]:
+    """The ids of the cluster's live nodes (blocks)."""
+    return {
+        str(n["NodeID"])
         for n in ray.nodes()  # type: ignore[no-untyped-call]
-    )
+        if n["Alive"]
+    }
