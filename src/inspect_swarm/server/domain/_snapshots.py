@@ -18,6 +18,7 @@ import anyio
 from ..engines._engine import Engine
 from ..model._keys import Owner
 from ..model._types import (
+    BootFailed,
     NotFound,
     SnapshotCapReached,
     SnapshotFailed,
@@ -81,7 +82,8 @@ class Snapshots:
     @asynccontextmanager
     async def lent(self, snapshot: SnapshotRecord | None) -> AsyncIterator[str | None]:
         """The copy of `snapshot` (None for none), kept while the block boots a sandbox
-        from it, even if the snapshot is deleted meanwhile."""
+        from it, even if the snapshot is deleted meanwhile; a boot that failed as the engine
+        lost the copy is NotFound, saying why."""
         if snapshot is None:
             yield None
             return
@@ -89,6 +91,11 @@ class Snapshots:
         self._lent[storage] += 1
         try:
             yield storage
+        except BootFailed:
+            self._prune()
+            if snapshot.id in self._gone:
+                raise self._gone_error(snapshot.id) from None
+            raise
         finally:
             self._lent -= Counter({storage: 1})  # a count that reaches 0 goes
             if storage in self._dropped:
@@ -130,11 +137,15 @@ class Snapshots:
         found = self._kept.get(name_or_id)
         if found is not None and owner.owns(found.account, found.lineage):
             return found
-        lost, why = self._gone.get(name_or_id, (None, ""))
+        lost = self._gone.get(name_or_id, (None, ""))[0]
         if lost is not None and owner.owns(lost.account, lost.lineage):
-            raise NotFound(f"snapshot {name_or_id!r} is gone: {why}; make a new one")
+            raise self._gone_error(name_or_id)
         named = [s for s in self.of(owner) if s.name == name_or_id]
         return named[-1] if named else None
+
+    def _gone_error(self, snapshot_id: str) -> NotFound:
+        why = self._gone[snapshot_id][1]
+        return NotFound(f"snapshot {snapshot_id!r} is gone: {why}; make a new one")
 
     def _prune(self) -> None:
         """Forget the snapshots the engine lost (their node left the cluster): no longer

@@ -113,6 +113,9 @@ def test_a_node_that_leaves_takes_its_snapshots_with_it(
         snapshots = {node: box.create_snapshot().snapshot_id for node, box in boxes.items()}
         ray_cluster.stop_worker("w5")
         gone = snapshots.pop(leaving)
+        # at once, before the server's next look at the cluster: the boot finds the node gone
+        with pytest.raises(e2b.SandboxException, match=r"404: .*which has left the Ray cluster"):
+            e2b.Sandbox.create(gone, timeout=120)
         wait_until(lambda: gone not in _listed(), timeout=90)
         assert sorted(_listed()) == sorted(snapshots.values())
         with pytest.raises(e2b.SandboxException, match=r"404: .*which has left the Ray cluster"):

@@ -293,6 +293,7 @@ async def place_sandbox(agents: Agents, snapshots: NodeSnapshots, placing: Placi
     node = placing.node(snapshots)
     for _ in range(_PLACE_ATTEMPTS):
         if node is not None and not await anyio.to_thread.run_sync(alive, node):
+            snapshots.left(node)
             raise SandboxError(f"node {node}, which holds the sandbox's files, left the cluster")
         room = Room(placing.cap, node)
         try:

@@ -44,6 +44,10 @@ class NodeSnapshots:
         """See which nodes are alive now (blocks)."""
         self._alive = live_nodes()
 
+    def left(self, node: str) -> None:
+        """`node` was found to have left the cluster (before the next look)."""
+        self._alive.discard(node)
+
     def lost(self, snapshot_id: str) -> str | None:
         """Why a snapshot is gone, as the cluster was last seen (None while its node is
         alive)."""
