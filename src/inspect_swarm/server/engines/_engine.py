@@ -233,7 +233,8 @@ class Engine(Protocol):
 
     def keep_snapshots(self, snapshot_ids: Collection[str]) -> None:
         """Remove every snapshot a sandbox's `save` made but these (as the server starts:
-        those recorded); blocks."""
+        those recorded); blocks, or does it in the background before any sandbox is made
+        from one."""
         ...
 
     def start_soon(self, func: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:

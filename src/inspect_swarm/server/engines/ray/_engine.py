@@ -204,8 +204,10 @@ class RayRunner:
         left the cluster)."""
         assert outbound is None, "the Ray engine refuses --network nat: its nodes give no way out"
         assert files is None or isinstance(files, str | RaySandbox), "the Ray engine's own"
-        if isinstance(files, str) and self._snapshots.node(files) is None:
-            raise SandboxError(f"snapshot {files}: {self._snapshots.lost(files)}")
+        if isinstance(files, str):
+            await self._snapshots.learned()
+            if self._snapshots.node(files) is None:
+                raise SandboxError(f"snapshot {files}: {self._snapshots.lost(files)}")
         placing = Placing(sandbox_id, limits(size), files)
         return await place_sandbox(self._agents, self._snapshots, placing)
 
@@ -227,7 +229,7 @@ class RayRunner:
 
     def keep_snapshots(self, snapshot_ids: Collection[str]) -> None:
         """Have each node's agent remove every snapshot but these, and learn where the rest
-        are (blocks)."""
+        are (in the background: a sandbox made from one waits until they have said)."""
         self._snapshots.keep(self._agents.all(), snapshot_ids)
 
     async def aclose(self) -> None:

@@ -158,7 +158,7 @@ async def _judge(node: str, ex: ray.exceptions.RayActorError) -> tuple[str, bool
         return f"the sandbox agent on node {node} could not start: {why}", True
     checks = _LOST_CHECKS if isinstance(ex, ray.exceptions.ActorUnavailableError) else 1
     for check in range(checks):
-        if not await anyio.to_thread.run_sync(alive, node):
+        if not await anyio.to_thread.run_sync(_alive, node):
             return f"node lost: {node}; the sandbox ended with it", True
         if check + 1 < checks:
             await anyio.sleep(_LOST_SECONDS / _LOST_CHECKS)
@@ -174,7 +174,7 @@ async def _close(agent: AgentHandle) -> None:
         logger.warning("a node's agent did not end its sandboxes: %s", ex)
 
 
-def alive(node: str) -> bool:
+def _alive(node: str) -> bool:
     """Whether the cluster still counts `node` among its live nodes (blocks)."""
     return node in live_nodes()
 

@@ -28,7 +28,7 @@ from ...sandboxes._terminal import TerminalSize
 from ...sandboxes._watch import Change
 from ._calls import AgentHandle, Pending, answer
 from ._node import Answer, HeldSandbox
-from ._place import Agents, Room, alive
+from ._place import Agents, Room, live_nodes
 from ._snapshots import NodeSnapshots
 
 T = TypeVar("T")
@@ -292,7 +292,7 @@ async def place_sandbox(agents: Agents, snapshots: NodeSnapshots, placing: Placi
     lost: ray.exceptions.RayActorError | None = None
     node = placing.node(snapshots)
     for _ in range(_PLACE_ATTEMPTS):
-        if node is not None and not await anyio.to_thread.run_sync(alive, node):
+        if node is not None and node not in await anyio.to_thread.run_sync(live_nodes):
             snapshots.left(node)
             raise SandboxError(f"node {node}, which holds the sandbox's files, left the cluster")
         room = Room(placing.cap, node)
