@@ -40,6 +40,7 @@ from ..servers import (
     wait_for,
     wait_until,
 )
+from .test_e2b import reaches_no_snapshot, snapshot_holds_its_own_files
 
 pytestmark = [pytest.mark.ray, needs_namespaces]
 
@@ -207,9 +208,9 @@ def test_a_nodes_directory_made_by_another_user_or_a_link_is_refused(tmp_path: P
     for path in (planted, linked):
         config = IsolationConfig(path, "process")
         with pytest.raises(SandboxError, match="is not a directory of this node's user"):
-            process_host(config)
+            process_host(config, "node-1")
     own = tmp_path / "own"
-    process_host(IsolationConfig(own, "process")).cgroups.remove_base()
+    process_host(IsolationConfig(own, "process"), "node-1").cgroups.remove_base()
     assert stat.S_IMODE(own.stat().st_mode) == 0o700
 
 
@@ -267,3 +268,38 @@ async def test_a_relay_reaches_its_own_sandboxs_loopback_only(agent: NodeAgent) 
         for sandbox_id, port in (("sbx-b", 8000), ("sbx-a", node_server.getsockname()[1])):
             ok, error = await agent.held(sandbox_id, HeldSandbox.open_port, port)
             assert not ok and isinstance(error, ConnectionRefusedError), error
+
+
+def test_another_account_reaches_no_snapshot_or_fork_on_a_node(server: Server, sbx: Any) -> None:
+    e2b = pytest.importorskip("e2b")
+    sbx.files.write("secret.txt", "the victim's")
+    snapshot = sbx.create_snapshot(name="private")
+    try:
+        reaches_no_snapshot(server, OTHER_KEY, sbx.sandbox_id, (snapshot.snapshot_id, "private"))
+        owned = [s.snapshot_id for s in e2b.Sandbox.list_snapshots().next_items()]
+        assert owned == [snapshot.snapshot_id]
+    finally:
+        e2b.Sandbox.delete_snapshot(snapshot.snapshot_id)
+
+
+def test_a_snapshot_on_a_node_holds_its_own_sandboxs_files_alone(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    e2b = pytest.importorskip("e2b")
+    point_e2b_at(server, monkeypatch)
+
+    def node(box: Any) -> str:
+        return str(box.commands.run("echo $INSPECT_SWARM_NODE").stdout.strip())
+
+    made = [e2b.Sandbox.create(timeout=120)]
+    victim, attacker = made[0], None
+    try:
+        while attacker is None and len(made) < 6:  # one beside the victim, on its node
+            made.append(e2b.Sandbox.create(timeout=120))
+            attacker = made[-1] if node(made[-1]) == node(victim) else None
+        assert attacker is not None
+        state = _ray_engine.NODE_STATE_DIR  # where the agents keep sandboxes and snapshots
+        snapshot_holds_its_own_files(victim, attacker, state, state / "snapshots")
+    finally:
+        for box in made:
+            box.kill()

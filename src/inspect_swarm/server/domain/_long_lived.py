@@ -14,11 +14,13 @@ import os
 import secrets
 import time
 from collections import deque
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import anyio
 
-from ..engines._engine import Engine, LiveSandbox
+from ..engines._engine import Engine, LiveSandbox, Origin
 from ..model._keys import Owner
 from ..model._types import (
     GIB,
@@ -142,11 +144,11 @@ class LongLivedSandboxes:
         lease: Lease,
         spec: SandboxSpec,
         outbound: Outbound | None,
-        snapshot: str | None = None,
+        files: Origin = None,
     ) -> LongLivedSandbox:
-        """Boot a sandbox for `owner` on its account's lease, with the files of the
-        engine's snapshot `snapshot` if given, routed out under `outbound` (None: no way
-        out).
+        """Boot a sandbox for `owner` on its account's lease, with the `files` of an
+        engine's snapshot or of a frozen sandbox if given, routed out under `outbound`
+        (None: no way out).
 
         It ends `spec.lifetime` seconds from now unless its timeout is set again. Raises
         MemoryFull, LeaseEnded (the lease ended while the sandbox booted) or BootFailed.
@@ -158,7 +160,7 @@ class LongLivedSandboxes:
         try:
             # a client that gives up mid-boot must not leave a half-made sandbox
             with anyio.CancelScope(shield=True):
-                sandbox = await engine.create_sandbox(sandbox_id, size, outbound, snapshot)
+                sandbox = await engine.create_sandbox(sandbox_id, size, outbound, files)
         except BaseException as ex:
             engine.unbook(size)  # whatever ended the boot: the memory is not the sandbox's
             if isinstance(ex, SandboxError | OSError):
@@ -289,19 +291,25 @@ class LongLivedSandboxes:
 
     async def save(self, box: LongLivedSandbox, storage: str, most: int) -> int:
         """Copy the sandbox's files aside as the engine's snapshot `storage` if they take at
-        most `most` bytes, its processes frozen meanwhile (unless paused already) so that
-        the copy is of one moment; the bytes it takes."""
+        most `most` bytes, of one moment; the bytes it takes."""
+        async with self.still(box):
+            return await box.sandbox.save(storage, most)
+
+    @asynccontextmanager
+    async def still(self, box: LongLivedSandbox) -> AsyncIterator[None]:
+        """The sandbox's processes frozen while the block runs (unless paused already), so
+        that what it copies of the files is of one moment; shielded, as the sandbox must
+        not stay frozen."""
         async with box.changing:
             running = box.paused_at is None
             if running:
                 await _freeze(box, True)
             try:
-                with anyio.CancelScope(shield=True):  # the sandbox must not stay frozen
-                    taken = await box.sandbox.save(storage, most)
+                with anyio.CancelScope(shield=True):
+                    yield
             finally:
                 if running:
                     await _freeze(box, False)
-        return taken
 
     def set_timeout(self, box: LongLivedSandbox, timeout: int) -> None:
         """End the sandbox `timeout` seconds from now (SandboxState while it is paused)."""

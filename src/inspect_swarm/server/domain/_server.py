@@ -25,7 +25,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from ..engines._engine import Engine
+from ..engines._engine import Engine, Origin
 from ..model._keys import Owner
 from ..model._rules import check_command_line
 from ..model._types import (
@@ -406,15 +406,15 @@ class SwarmServer:
             return await self._boot(owner, spec, storage)
 
     async def _boot(
-        self, owner: Owner, spec: SandboxSpec, snapshot: str | None = None
+        self, owner: Owner, spec: SandboxSpec, files: Origin = None
     ) -> LongLivedSandbox:
         """Boot a sandbox on the account's lease (rented if the server is free), with the
-        files of the engine's snapshot `snapshot` if given."""
+        `files` of an engine's snapshot or of a frozen sandbox if given."""
         spec = replace(spec, egress=inherited(spec.egress, self._maker(owner)))
         outbound = way_out(self._settings.network, spec.egress)
         lease, _ = self._rent(owner.account)
         with self._quotas.booking(owner.account, spec.size):
-            return await self._sandboxes.start(owner, lease, spec, outbound, snapshot)
+            return await self._sandboxes.start(owner, lease, spec, outbound, files)
 
     def sandboxes(
         self,
@@ -534,18 +534,18 @@ class SwarmServer:
     ) -> list[LongLivedSandbox | SwarmError]:
         """Make `count` sandboxes (1 to MAX_FORKS) as a live long-lived sandbox within
         `owner`'s reach was made, each with its files as they are now, to live `lifetime`
-        seconds; each fork or why it failed. The files are copied once, its processes frozen
-        meanwhile; the copy counts against the snapshots' cap until the forks have booted."""
+        seconds; each fork or why it failed. Each fork's disk is written straight from the
+        sandbox's, its processes frozen until the last fork has booted."""
         if not 1 <= count <= MAX_FORKS:
             raise InvalidRequest("count", f"must be 1 to {MAX_FORKS}, got {count}")
         self._check_lifetime(lifetime)
         box = self.live_sandbox(sandbox_id, owner)
         spec = box.forked(lifetime)
         forks: list[LongLivedSandbox | SwarmError] = []
-        async with self._snapshots.passing(box, owner) as storage:
+        async with self._sandboxes.still(box):
             for _ in range(count):
                 try:
-                    forks.append(await self._boot(owner, spec, storage))
+                    forks.append(await self._boot(owner, spec, box.sandbox))
                 except SwarmError as ex:
                     forks.append(ex)
         return forks

@@ -1,7 +1,8 @@
 """Snapshots of long-lived sandboxes: their files copied aside (memory is not kept), owned by
 the account that made them, counted against the disk its snapshots may take, and kept until
 deleted, past the end of the sandbox they were made of and the server's (each a row of the
-store, its copy on the engine).
+store, its copy on the engine), or until the engine loses them (a node of a cluster that left
+took its snapshots with it).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import anyio
 from ..engines._engine import Engine
 from ..model._keys import Owner
 from ..model._types import (
+    BootFailed,
+    NotFound,
     SnapshotCapReached,
     SnapshotFailed,
     SnapshotRecord,
@@ -45,8 +48,8 @@ class Snapshots:
         # the copies of those recorded stay; the rest (a copy cut short, one deleted while
         # lent) went with the server that made them
         engine.keep_snapshots({snapshot.storage for snapshot in self._kept.values()})
-        self._pending: Counter[str] = Counter()
-        """Each account's bytes held by forks, besides its snapshots."""
+        self._gone: dict[str, tuple[SnapshotRecord, str]] = {}
+        """The snapshots the engine lost, and why: a sandbox made from one says so."""
         self._copying: defaultdict[str, anyio.Lock] = defaultdict(anyio.Lock)
         self._lent: Counter[str] = Counter()
         """How many boots read each copy now."""
@@ -58,7 +61,7 @@ class Snapshots:
         replaced (its id kept). Raises SnapshotCapReached, SnapshotUnavailable or
         SnapshotFailed."""
         replaced = None if name is None else self.find(name, owner)
-        storage, taken = await self.copy(box, owner)
+        storage, taken = await self._copy(box, owner)
         record = SnapshotRecord(
             id=new_snapshot_id() if replaced is None else replaced.id,
             account=owner.account,
@@ -79,7 +82,8 @@ class Snapshots:
     @asynccontextmanager
     async def lent(self, snapshot: SnapshotRecord | None) -> AsyncIterator[str | None]:
         """The copy of `snapshot` (None for none), kept while the block boots a sandbox
-        from it, even if the snapshot is deleted meanwhile."""
+        from it, even if the snapshot is deleted meanwhile; a boot that failed as the engine
+        lost the copy is NotFound, saying why."""
         if snapshot is None:
             yield None
             return
@@ -87,24 +91,17 @@ class Snapshots:
         self._lent[storage] += 1
         try:
             yield storage
+        except BootFailed:
+            self._prune()
+            if snapshot.id in self._gone:
+                raise self._gone_error(snapshot.id) from None
+            raise
         finally:
             self._lent -= Counter({storage: 1})  # a count that reaches 0 goes
             if storage in self._dropped:
                 await self._drop(storage)
 
-    @asynccontextmanager
-    async def passing(self, box: LongLivedSandbox, owner: Owner) -> AsyncIterator[str]:
-        """A copy of a sandbox's files on its engine for the while of the block (a fork's),
-        counted against the cap of `owner`'s account until it is dropped."""
-        storage, taken = await self.copy(box, owner)
-        self._pending[owner.account] += taken
-        try:
-            yield storage
-        finally:
-            self._pending[owner.account] -= taken
-            await self._drop(storage)
-
-    async def copy(self, box: LongLivedSandbox, owner: Owner) -> tuple[str, int]:
+    async def _copy(self, box: LongLivedSandbox, owner: Owner) -> tuple[str, int]:
         """Copy a sandbox's files aside on its engine, within the cap of `owner`'s account;
         its storage and bytes. An account's copies are made one at a time, each sized
         before it is made: its snapshots never take more than the cap, even for a moment."""
@@ -130,20 +127,40 @@ class Snapshots:
                 ) from None
 
     def _used(self, account: str) -> int:
-        kept = sum(s.bytes for s in self._kept.values() if s.account == account)
-        return kept + self._pending[account]
+        self._prune()
+        return sum(s.bytes for s in self._kept.values() if s.account == account)
 
     def find(self, name_or_id: str, owner: Owner) -> SnapshotRecord | None:
-        """`owner`'s snapshot of that id, or its newest of that name."""
+        """`owner`'s snapshot of that id, or its newest of that name (NotFound, saying why,
+        for one the engine lost)."""
+        self._prune()
         found = self._kept.get(name_or_id)
         if found is not None and owner.owns(found.account, found.lineage):
             return found
+        lost = self._gone.get(name_or_id, (None, ""))[0]
+        if lost is not None and owner.owns(lost.account, lost.lineage):
+            raise self._gone_error(name_or_id)
         named = [s for s in self.of(owner) if s.name == name_or_id]
         return named[-1] if named else None
+
+    def _gone_error(self, snapshot_id: str) -> NotFound:
+        why = self._gone[snapshot_id][1]
+        return NotFound(f"snapshot {snapshot_id!r} is gone: {why}; make a new one")
+
+    def _prune(self) -> None:
+        """Forget the snapshots the engine lost (their node left the cluster): no longer
+        listed nor counted against the cap."""
+        for snapshot in list(self._kept.values()):
+            why = self._engine.snapshot_lost(snapshot.storage)
+            if why is not None:
+                del self._kept[snapshot.id]
+                self._store.delete_snapshot(snapshot.id)
+                self._gone[snapshot.id] = (snapshot, why)
 
     def of(self, owner: Owner, sandbox_id: str | None = None) -> list[SnapshotRecord]:
         """The snapshots within `owner`'s reach (of the sandbox `sandbox_id` when given),
         oldest first."""
+        self._prune()
         return [
             s
             for s in self._kept.values()

@@ -120,8 +120,8 @@ class LiveSandbox(Protocol):
     async def save(self, snapshot_id: str, most: int) -> int:
         """Copy the sandbox's files aside as the snapshot `snapshot_id`, where it is, its
         processes frozen by the caller; the bytes the snapshot takes. SnapshotTooLarge when
-        they take more than `most` bytes (nothing copied), SandboxError where the engine
-        keeps no snapshots, OSError when the copy fails."""
+        they take more than `most` bytes (nothing copied), SandboxError where the sandbox
+        has no disk of its own, OSError when the copy fails."""
         ...
 
     def user(self, name: str) -> User:
@@ -146,6 +146,12 @@ class LiveSandbox(Protocol):
     async def close(self) -> None:
         """End the sandbox and remove everything of it."""
         ...
+
+
+Origin = str | LiveSandbox | None
+"""What a new sandbox's files start as: the template's (None), a snapshot that a sandbox's
+`save` made (its id), or a live sandbox's as they are now (a fork: its processes frozen by
+the caller, its files copied once, straight onto the new sandbox's disk)."""
 
 
 class SandboxCredentials(Protocol):
@@ -209,12 +215,17 @@ class Engine(Protocol):
         ...
 
     async def create_sandbox(
-        self, sandbox_id: str, size: Size, outbound: Outbound | None, snapshot: str | None = None
+        self, sandbox_id: str, size: Size, outbound: Outbound | None, files: Origin = None
     ) -> LiveSandbox:
         """Make a sandbox outside a run, on memory booked for it, placed by `size` where the
-        engine has several machines, with the files of the snapshot `snapshot` if given,
-        routed out under `outbound` (None: no way out) (SandboxError or OSError when it
-        cannot)."""
+        engine has several machines (on the machine holding its `files`, when given), with
+        those files, routed out under `outbound` (None: no way out) (SandboxError or OSError
+        when it cannot)."""
+        ...
+
+    def snapshot_lost(self, snapshot_id: str) -> str | None:
+        """Why a snapshot a sandbox's `save` made is gone (its machine left the engine's
+        cluster, say), or None while the engine holds it."""
         ...
 
     async def drop_snapshot(self, snapshot_id: str) -> None:
@@ -223,7 +234,8 @@ class Engine(Protocol):
 
     def keep_snapshots(self, snapshot_ids: Collection[str]) -> None:
         """Remove every snapshot a sandbox's `save` made but these (as the server starts:
-        those recorded); blocks."""
+        those recorded); blocks, or does it in the background before any sandbox is made
+        from one."""
         ...
 
     def start_soon(self, func: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:

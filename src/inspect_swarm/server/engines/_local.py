@@ -13,10 +13,10 @@ import anyio.abc
 
 from .._defaults import machine_memory_bytes
 from ..model._types import Outcome, Size
-from ..sandboxes._isolation import SandboxHost
+from ..sandboxes._isolation import Sandbox, SandboxHost
 from ..sandboxes._network import Outbound
 from ._command import Capacity, Slot, limits, run_in_slot
-from ._engine import LiveSandbox
+from ._engine import LiveSandbox, Origin
 from ._scheduler import Turn
 
 
@@ -50,10 +50,16 @@ class LocalRunner:
         await slot.close()
 
     async def create_sandbox(
-        self, sandbox_id: str, size: Size, outbound: Outbound | None, snapshot: str | None = None
+        self, sandbox_id: str, size: Size, outbound: Outbound | None, files: Origin = None
     ) -> LiveSandbox:
-        """Boot a sandbox outside a run, from a snapshot of this machine's if given."""
-        return await self._host.create(sandbox_id, limits(size), snapshot, outbound)
+        """Boot a sandbox outside a run, with the files of a snapshot or a sandbox of this
+        machine's if given."""
+        assert files is None or isinstance(files, str | Sandbox), "the local engine's own"
+        return await self._host.create(sandbox_id, limits(size), files, outbound)
+
+    def snapshot_lost(self, snapshot_id: str) -> str | None:
+        """None: this machine keeps its snapshots until they are dropped."""
+        return None
 
     async def drop_snapshot(self, snapshot_id: str) -> None:
         """Remove a snapshot of this machine's."""

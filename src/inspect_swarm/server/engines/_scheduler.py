@@ -37,7 +37,7 @@ from ..model._types import (
 from ..records._runs import Runs
 from ..sandboxes._network import Outbound
 from ._command import Command, Tails, command_env
-from ._engine import LiveSandbox, SandboxCredentials
+from ._engine import LiveSandbox, Origin, SandboxCredentials
 
 _TICK_SECONDS = 1.0
 _LAUNCHES_PER_PASS = 16
@@ -127,10 +127,14 @@ class SlotRunner(Protocol[S]):
         ...
 
     async def create_sandbox(
-        self, sandbox_id: str, size: Size, outbound: Outbound | None, snapshot: str | None = None
+        self, sandbox_id: str, size: Size, outbound: Outbound | None, files: Origin = None
     ) -> LiveSandbox:
-        """Make a sandbox outside runs, with the files of a snapshot if given, routed out
-        under `outbound` (SandboxError or OSError when it cannot)."""
+        """Make a sandbox outside runs, with the files of a snapshot or of a live sandbox if
+        given, routed out under `outbound` (SandboxError or OSError when it cannot)."""
+        ...
+
+    def snapshot_lost(self, snapshot_id: str) -> str | None:
+        """Why a snapshot `save` made is gone, or None while it is held."""
         ...
 
     async def drop_snapshot(self, snapshot_id: str) -> None:
@@ -243,10 +247,14 @@ class Scheduler(Generic[S]):
         self._wake()
 
     async def create_sandbox(
-        self, sandbox_id: str, size: Size, outbound: Outbound | None, snapshot: str | None = None
+        self, sandbox_id: str, size: Size, outbound: Outbound | None, files: Origin = None
     ) -> LiveSandbox:
         """Have the runner make a sandbox outside a run, on memory booked for it."""
-        return await self._runner.create_sandbox(sandbox_id, size, outbound, snapshot)
+        return await self._runner.create_sandbox(sandbox_id, size, outbound, files)
+
+    def snapshot_lost(self, snapshot_id: str) -> str | None:
+        """Why the runner no longer holds a snapshot (None while it does)."""
+        return self._runner.snapshot_lost(snapshot_id)
 
     async def drop_snapshot(self, snapshot_id: str) -> None:
         """Have the runner remove a snapshot."""

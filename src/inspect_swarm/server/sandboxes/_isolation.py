@@ -30,7 +30,7 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Literal, TypeVar
@@ -46,7 +46,16 @@ from ._forward import MAX_CONNECTIONS, Forwarder
 from ._init import KEPT_CAPABILITIES
 from ._network import Gateway, Link, NetworkError, Outbound, parse_range
 from ._ports import dial
-from ._snapshots import LAYERS, SCRATCH, SnapshotTooLarge, copy_tree, open_scratch, tree_bytes
+from ._snapshots import (
+    LAYERS,
+    SCRATCH,
+    Files,
+    SnapshotTooLarge,
+    copy_tree,
+    open_scratch,
+    snapshot_files,
+    tree_bytes,
+)
 from ._terminal import Terminal, TerminalSize, open_in_root, open_on_host
 from ._watch import DirectoryWatch
 
@@ -119,6 +128,8 @@ class IsolationConfig:
     """Each sandbox's disk: what its writable layers may hold (0: no quota)."""
     pids: int | None = None
     """The most processes of all sandboxes at once (None: `default_pids_cap`)."""
+    snapshot_dir: Path | None = None
+    """Where snapshots of sandboxes are kept (None: `snapshots` in `state_dir`)."""
 
 
 @dataclass(frozen=True)
@@ -271,9 +282,19 @@ class Sandbox:
         as the snapshot `snapshot_id`, its processes frozen by the caller; the bytes the copy
         takes. SnapshotTooLarge, copying nothing, when that is more than `most`;
         SandboxError where sandboxes have no disk of their own."""
-        raise SandboxError(
-            f"sandbox {self.id}: snapshots are made of namespace sandboxes with a disk of "
-            "their own (a server run as root on Linux, without --disk-gib 0)"
+        raise SandboxError(self._no_disk())
+
+    @contextlib.contextmanager
+    def files(self) -> Iterator[Files]:
+        """What the sandbox wrote, to copy while the block runs, its processes frozen by the
+        caller (SandboxError where sandboxes have no disk of their own); blocks."""
+        raise SandboxError(self._no_disk())
+        yield  # a generator, as its overrides are
+
+    def _no_disk(self) -> str:
+        return (
+            f"sandbox {self.id}: snapshots and forks are made of namespace sandboxes with a "
+            "disk of their own (a server run as root on Linux, without --disk-gib 0)"
         )
 
     def oom_killed(self) -> bool:
@@ -533,31 +554,43 @@ class NamespaceSandbox(Sandbox):
         return await anyio.to_thread.run_sync(self._save, self.snapshots / snapshot_id, most)
 
     def _save(self, target: Path, most: int) -> int:
-        with self._fds:  # copied from descriptors of their own: the sandbox may end meanwhile
+        with self.files() as files:
+            size = files.size()
+            if size > most:
+                raise SnapshotTooLarge(size)
+            try:
+                copy_tree(files.layers, str(target / LAYERS), files.fds)
+                copy_tree(files.scratch, str(target / SCRATCH), files.fds)
+            except BaseException:
+                shutil.rmtree(target, ignore_errors=True)
+                raise
+        return tree_bytes(target)
+
+    @contextlib.contextmanager
+    def files(self) -> Iterator[Files]:
+        """What the sandbox wrote (its disk's upper layers and its /tmp), through
+        descriptors of their own while the block runs: the sandbox may end meanwhile."""
+        if self.disk is None:
+            raise SandboxError(self._no_disk())
+        with self._fds:
             self._check_live()
             layers = os.dup(self.layer_fd)
             scratch = open_scratch(self.root_fd)
-        sources = (f"/proc/self/fd/{layers}/{LAYERS}", f"/proc/self/fd/{scratch}")
         try:
-            size = sum(tree_bytes(Path(source)) for source in sources)
-            if size > most:
-                raise SnapshotTooLarge(size)
-            copy_tree(sources[0], str(target / LAYERS), (layers,))
-            copy_tree(sources[1], str(target / SCRATCH), (scratch,))
-            return tree_bytes(target)
-        except BaseException:
-            shutil.rmtree(target, ignore_errors=True)
-            raise
+            yield Files(
+                f"/proc/self/fd/{layers}/{LAYERS}", f"/proc/self/fd/{scratch}", (layers, scratch)
+            )
         finally:
             os.close(layers)
             os.close(scratch)
 
-    def fill_scratch(self, snapshot: Path) -> None:
-        """Copy a snapshot's /tmp into the sandbox's, before it runs anything; blocks."""
+    def fill_scratch(self, files: Files) -> None:
+        """Copy the /tmp of `files` into the sandbox's, before it runs anything; blocks."""
         with self._fds:
             scratch = open_scratch(self.root_fd)
         try:
-            copy_tree(str(snapshot / SCRATCH), f"/proc/self/fd/{scratch}", (scratch,))
+            target = f"/proc/self/fd/{scratch}"
+            copy_tree(files.scratch, target, (*files.fds, scratch))
         finally:
             os.close(scratch)
 
@@ -734,7 +767,7 @@ class SandboxHost:
                 self._disks = DiskPool(state_dir / "disks", config.disk_bytes, search)
             except DiskError as ex:
                 raise SandboxError(ex.strerror) from None
-        self.snapshot_dir = state_dir / "snapshots"
+        self.snapshot_dir = config.snapshot_dir or state_dir / "snapshots"
         """Where the snapshots of this machine's sandboxes are kept: the server's alone, as
         what a sandbox made world-writable (its /tmp) stays so in its copy."""
         self.snapshot_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -822,15 +855,17 @@ class SandboxHost:
         self,
         sandbox_id: str,
         limits: Limits,
-        snapshot: str | None = None,
+        origin: str | Sandbox | None = None,
         outbound: Outbound | None = OPEN,
     ) -> Sandbox:
-        """Boot a fresh sandbox, or one with the files of the snapshot `snapshot` of this
-        machine (raises SandboxError with the reason when it cannot), once fewer than the
-        most boot at once; routed out under `outbound` when the network is `nat` (None:
-        loopback only)."""
+        """Boot a fresh sandbox, or one with the files of `origin`: a snapshot of this
+        machine (its id), or a sandbox's as they are now (its processes frozen by the
+        caller: a fork, copied once), once fewer than the most boot at once (raises
+        SandboxError with the reason when it cannot); routed out under `outbound` when the
+        network is `nat` (None: loopback only)."""
         async with self._booting:
-            sandbox = await self._create(sandbox_id, limits, snapshot)
+            with self._files(origin) as files:
+                sandbox = await self._create(sandbox_id, limits, files)
             if isinstance(sandbox, NamespaceSandbox) and self._gateway is not None:
                 await self._route_out(sandbox, outbound)
             return sandbox
@@ -844,10 +879,19 @@ class SandboxHost:
             await sandbox.close()
             raise
 
-    async def _create(self, sandbox_id: str, limits: Limits, snapshot: str | None) -> Sandbox:
-        directory = self.sandbox_dir / sandbox_id
-        if snapshot is not None and self._disks is None:
+    @contextlib.contextmanager
+    def _files(self, origin: str | Sandbox | None) -> Iterator[Files | None]:
+        """The files a new sandbox starts with, if any: a snapshot's, or a live sandbox's."""
+        if origin is not None and self._disks is None:
             raise SandboxError("this machine's sandboxes have no disks, and so no snapshots")
+        if isinstance(origin, Sandbox):
+            with origin.files() as files:
+                yield files
+        else:
+            yield None if origin is None else snapshot_files(self.snapshot_dir / origin)
+
+    async def _create(self, sandbox_id: str, limits: Limits, files: Files | None) -> Sandbox:
+        directory = self.sandbox_dir / sandbox_id
         cgroup = await anyio.to_thread.run_sync(self.cgroups.create, limits)
         if self.mode == "process":
             for home in ("root", "home/user"):
@@ -856,7 +900,7 @@ class SandboxHost:
         sandbox = NamespaceSandbox(sandbox_id, directory, self.cgroups, cgroup, limits)
         sandbox.snapshots = None if self._disks is None else self.snapshot_dir
         try:
-            await self._boot(sandbox, None if snapshot is None else self.snapshot_dir / snapshot)
+            await self._boot(sandbox, files)
         except BaseException:
             await sandbox.close()
             raise
@@ -871,7 +915,7 @@ class SandboxHost:
         gone = [p for p in self.snapshot_dir.iterdir() if p.name not in snapshot_ids]
         _remove_trees([str(path) for path in gone])
 
-    async def _boot(self, sandbox: NamespaceSandbox, snapshot: Path | None) -> None:
+    async def _boot(self, sandbox: NamespaceSandbox, files: Files | None) -> None:
         # PID 1 makes the sandbox's directory, off the server's event loop
         own = self.config.network != "host"
         target = self.config.forward if own else None
@@ -886,7 +930,7 @@ class SandboxHost:
             "cgroups": [str(p) for p in sandbox.cgroup.procs_files],
             "listen": None if target is None else (target[1], ":" in target[0]),
         }
-        disk = None if self._disks is None else await self._take_disk(snapshot)
+        disk = None if self._disks is None else await self._take_disk(files)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         ours.setblocking(False)
         sandbox.control = ours
@@ -905,22 +949,24 @@ class SandboxHost:
         sandbox.loopback = own
         if "listener" in handles:
             sandbox.listen(socket.socket(fileno=handles["listener"]))
-        if snapshot is not None:
-            await anyio.to_thread.run_sync(sandbox.fill_scratch, snapshot)
+        if files is not None:
+            await anyio.to_thread.run_sync(sandbox.fill_scratch, files)
 
-    async def _take_disk(self, snapshot: Path | None) -> Disk:
-        """A disk for a sandbox, holding the layers of `snapshot` if given (PID 1 lays its
+    async def _take_disk(self, files: Files | None) -> Disk:
+        """A disk for a sandbox, holding the layers of `files` if given (PID 1 lays its
         root over them)."""
         assert self._disks is not None
         try:
             disk = await self._disks.take()
         except OSError as ex:
             raise SandboxError(f"cannot make the sandbox's disk: {ex.strerror or ex}") from None
-        if snapshot is None:
+        if files is None:
             return disk
         try:
-            layers = (str(snapshot / LAYERS), f"/proc/self/fd/{disk.mount}/{LAYERS}")
-            await anyio.to_thread.run_sync(copy_tree, *layers, (disk.mount,))
+            target = f"/proc/self/fd/{disk.mount}/{LAYERS}"
+            await anyio.to_thread.run_sync(
+                copy_tree, files.layers, target, (*files.fds, disk.mount)
+            )
         except BaseException:
             disk.release()
             raise

@@ -15,6 +15,7 @@ import errno
 import os
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 LAYERS = "up"
@@ -33,6 +34,27 @@ class SnapshotTooLarge(Exception):
 
     def __str__(self) -> str:
         return f"the sandbox's files take {self.size} bytes"
+
+
+@dataclass(frozen=True)
+class Files:
+    """Where a new sandbox's files come from: a snapshot's copy, or the disk and /tmp of a
+    live sandbox (paths through descriptors, `fds`, which `cp` is given)."""
+
+    layers: str
+    """The upper layers, as a disk holds them."""
+    scratch: str
+    """What /tmp holds."""
+    fds: tuple[int, ...] = ()
+
+    def size(self) -> int:
+        """The disk space the files take (blocks)."""
+        return tree_bytes(Path(self.layers)) + tree_bytes(Path(self.scratch))
+
+
+def snapshot_files(path: Path) -> Files:
+    """The files of the snapshot kept at `path`."""
+    return Files(str(path / LAYERS), str(path / SCRATCH))
 
 
 def copy_tree(source: str, target: str, fds: tuple[int, ...] = ()) -> None:

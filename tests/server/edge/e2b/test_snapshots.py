@@ -27,10 +27,6 @@ def test_a_sandbox_made_from_a_snapshot_has_the_files_it_had_then(engine: str) -
         sbx.files.write("/tmp/scratch.txt", "in tmp")
         sbx.commands.run("mkdir -p /home/user/gone && touch /home/user/gone/x")
         sbx.commands.run("rm /etc/shells", user="root")  # a file of the template, deleted
-        if engine == "ray":
-            with pytest.raises(SandboxException, match="Ray engine keeps no snapshots"):
-                sbx.create_snapshot()
-            return
         snapshot = sbx.create_snapshot()
         sbx.files.write("/home/user/notes.txt", "second")
         sbx.commands.run("rm -r /home/user/gone")
@@ -55,8 +51,6 @@ def test_a_sandbox_made_from_a_snapshot_has_the_files_it_had_then(engine: str) -
 
 
 def test_a_killed_sandboxs_snapshot_still_makes_sandboxes_until_deleted(engine: str) -> None:
-    if engine == "ray":
-        pytest.skip("the Ray engine keeps no snapshots (see the test above)")
     sbx = Sandbox.create()
     sbx.files.write("kept.txt", "kept")
     snapshot = Sandbox.create_snapshot(sbx.sandbox_id, name="kept-one")
@@ -75,8 +69,6 @@ def test_a_killed_sandboxs_snapshot_still_makes_sandboxes_until_deleted(engine: 
 
 
 def test_a_snapshot_of_the_same_name_replaces_the_last_and_lists_page(engine: str) -> None:
-    if engine == "ray":
-        pytest.skip("the Ray engine keeps no snapshots")
     with Sandbox.create() as sbx:
         sbx.files.write("v.txt", "1")
         first = sbx.create_snapshot("versioned")
@@ -100,10 +92,6 @@ def test_a_fork_has_the_files_as_they_are_now_and_goes_its_own_way(engine: str) 
     forks: list[Sandbox] = []
     try:
         sbx.files.write("state.txt", "now")
-        if engine == "ray":
-            with pytest.raises(SandboxException, match="Ray engine keeps no snapshots"):
-                sbx.fork()
-            return
         made = sbx.fork(count=2, timeout=120)
         forks = [fork for fork in made if isinstance(fork, Sandbox)]
         assert len(forks) == 2, made
@@ -125,8 +113,6 @@ def test_a_fork_has_the_files_as_they_are_now_and_goes_its_own_way(engine: str) 
 
 
 def test_a_paused_sandbox_is_copied_as_it_is_and_stays_paused(engine: str) -> None:
-    if engine == "ray":
-        pytest.skip("the Ray engine keeps no snapshots")
     with Sandbox.create() as sbx:
         sbx.files.write("p.txt", "written before the pause")
         sbx.pause()
@@ -159,8 +145,6 @@ def test_refusals_are_in_e2bs_shape(server: Server, engine: str) -> None:
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])  # e2b's async SDK is asyncio-only
 async def test_snapshots_and_forks_with_the_async_sdk(anyio_backend: str, engine: str) -> None:
-    if engine == "ray":
-        pytest.skip("the Ray engine keeps no snapshots")
     sbx = await AsyncSandbox.create()
     made: list[AsyncSandbox] = []
     try:

@@ -30,15 +30,21 @@ import ray
 import ray.exceptions
 
 from ...model._types import GIB, Outcome, Size
-from ...sandboxes._isolation import IsolationConfig, SandboxError, SandboxHost
+from ...sandboxes._isolation import (
+    IsolationConfig,
+    SandboxError,
+    SandboxHost,
+    base_cgroup_name,
+)
 from ...sandboxes._network import Outbound
 from .._command import Capacity, limits
-from .._engine import LiveSandbox
+from .._engine import LiveSandbox, Origin
 from .._scheduler import Turn
 from ._calls import AgentHandle, Pending, answer, first
 from ._node import NodeJob, pack, unpack
 from ._place import Agents, Room
-from ._sandbox import NO_SNAPSHOTS, place_sandbox
+from ._sandbox import Placing, RaySandbox, place_sandbox
+from ._snapshots import NodeSnapshots
 
 NODE_STATE_DIR = (
     Path("/var/lib/inspect-swarm-ray")
@@ -109,6 +115,7 @@ class RayRunner:
         """What `unfit` answered for each size since the nodes were last looked at."""
         self._agents = Agents(_node_isolation(host, server_host))
         self._agents.start()
+        self._snapshots = NodeSnapshots()
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         """Look at the cluster's nodes every few seconds, for `unfit`."""
@@ -117,6 +124,7 @@ class RayRunner:
             await anyio.sleep(_VIEW_SECONDS)
             try:
                 self._nodes = await anyio.to_thread.run_sync(node_capacities)
+                await anyio.to_thread.run_sync(self._snapshots.look)
             except Exception as ex:  # the cluster did not answer: the last view holds
                 logger.warning("could not list the Ray cluster's nodes: %s", ex)
             self._unfit.clear()
@@ -189,20 +197,40 @@ class RayRunner:
             room.release()
 
     async def create_sandbox(
-        self, sandbox_id: str, size: Size, outbound: Outbound | None, snapshot: str | None = None
+        self, sandbox_id: str, size: Size, outbound: Outbound | None, files: Origin = None
     ) -> LiveSandbox:
-        """Have Ray place a sandbox outside a run on a node with room for it (SandboxError
-        for one from a snapshot: this engine keeps none, see `RaySandbox.save`)."""
+        """Have Ray place a sandbox outside a run on a node with room for it: the node that
+        holds its snapshot, or its source's for a fork (SandboxError once that node has
+        left the cluster)."""
         assert outbound is None, "the Ray engine refuses --network nat: its nodes give no way out"
-        if snapshot is not None:
-            raise SandboxError(NO_SNAPSHOTS)
-        return await place_sandbox(self._agents, sandbox_id, limits(size))
+        assert files is None or isinstance(files, str | RaySandbox), "the Ray engine's own"
+        if isinstance(files, str):
+            await self._snapshots.learned()
+            if self._snapshots.node(files) is None:
+                raise SandboxError(f"snapshot {files}: {self._snapshots.lost(files)}")
+        placing = Placing(sandbox_id, limits(size), files)
+        return await place_sandbox(self._agents, self._snapshots, placing)
+
+    def snapshot_lost(self, snapshot_id: str) -> str | None:
+        """Why a snapshot is gone (its node left the cluster), as the cluster was last seen."""
+        return self._snapshots.lost(snapshot_id)
 
     async def drop_snapshot(self, snapshot_id: str) -> None:
-        """Nothing to remove: this engine keeps no snapshots."""
+        """Have the agent of the snapshot's node remove it (one gone with its node is)."""
+        held = self._snapshots.lost(snapshot_id) is None
+        node = self._snapshots.forget(snapshot_id)
+        if node is None or not held:
+            return
+        with (
+            anyio.move_on_after(_CANCEL_GRACE_SECONDS),
+            contextlib.suppress(ray.exceptions.RayError),
+        ):
+            await answer(self._agents.on(node).drop_snapshot.remote(snapshot_id))
 
     def keep_snapshots(self, snapshot_ids: Collection[str]) -> None:
-        """Nothing to remove: this engine keeps no snapshots."""
+        """Have each node's agent remove every snapshot but these, and learn where the rest
+        are (in the background: a sandbox made from one waits until they have said)."""
+        self._snapshots.keep(self._agents.all(), snapshot_ids)
 
     async def aclose(self) -> None:
         """End every sandbox on the nodes and here, and leave the cluster."""
@@ -262,7 +290,11 @@ def _node_isolation(host: SandboxHost, server_host: str) -> IsolationConfig:
             reached = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
         _check_reached(reached, server_host)
         forward = (reached, forward[1])
-    return replace(config, state_dir=NODE_STATE_DIR, mode=host.mode, forward=forward)
+    # the server's snapshots on each node: past its agents' end and the server's restarts
+    snapshots = NODE_STATE_DIR / "snapshots" / base_cgroup_name(config.state_dir)
+    return replace(
+        config, state_dir=NODE_STATE_DIR, snapshot_dir=snapshots, mode=host.mode, forward=forward
+    )
 
 
 def _check_reached(address: str, server_host: str) -> None:

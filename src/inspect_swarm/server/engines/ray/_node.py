@@ -100,12 +100,17 @@ class _SlotState:
     calls in the order they were sent)."""
 
 
-def process_host(isolation: IsolationConfig) -> SandboxHost:
+def process_host(isolation: IsolationConfig, node: str) -> SandboxHost:
     """A sandbox host of this process's own, in a directory of its own under the node's
-    (those of the node's agents that died are removed first)."""
+    (those of the node's agents that died are removed first), keeping its snapshots in the
+    node's directory of the server's snapshots (past this agent's end, as the server's
+    store keeps them past its own)."""
     root = isolation.state_dir
     _clear_dead_agents(root)
-    host = SandboxHost(replace(isolation, state_dir=root / f"w{os.getpid()}"))
+    snapshots = (isolation.snapshot_dir or root / "snapshots") / node
+    host = SandboxHost(
+        replace(isolation, state_dir=root / f"w{os.getpid()}", snapshot_dir=snapshots)
+    )
     host.reap_leftovers()
     return host
 
@@ -137,6 +142,14 @@ def _clear_dead_agents(root: Path) -> None:
     for path in root.glob("w*"):
         pid = path.name[1:]
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _clear_dead_nodes(root: Path, nodes: list[str]) -> None:
+    """Remove the snapshots of the nodes that left the cluster (a node never comes back
+    under the same id)."""
+    for path in root.iterdir():
+        if path.name not in nodes:
             shutil.rmtree(path, ignore_errors=True)
 
 
@@ -217,7 +230,7 @@ class NodeAgent:
         self.address = address
         """The node's address in the cluster, where the server connects to sandboxes' ports."""
         self._root = _Root()
-        self._host = process_host(isolation)
+        self._host = process_host(isolation, node)
         self._slots: dict[str, _SlotState] = {}
         self._held: dict[str, HeldSandbox] = {}
 
@@ -290,14 +303,34 @@ class NodeAgent:
 
     # long-lived sandboxes
 
-    async def create(self, sandbox_id: str, cap: Limits) -> Answer:
-        """Make a long-lived sandbox here."""
+    async def create(
+        self, sandbox_id: str, cap: Limits, snapshot: str | None = None, source: str | None = None
+    ) -> Answer:
+        """Make a long-lived sandbox here, with the files of this node's snapshot `snapshot`
+        or of the sandbox `source` of this node (frozen by the server) if given."""
 
         async def create() -> None:
-            sandbox = await self._host.create(sandbox_id, cap)
+            of = None if source is None else self._held.get(source)
+            if source is not None and of is None:
+                raise SandboxError(f"sandbox {source} is not on node {self.node}")
+            sandbox = await self._host.create(
+                sandbox_id, cap, snapshot if of is None else of.sandbox
+            )
             self._held[sandbox_id] = HeldSandbox(sandbox, self.node, PortRelays(self.address))
 
         return await _answer(create)
+
+    async def drop_snapshot(self, snapshot_id: str) -> None:
+        """Remove a snapshot of this node's."""
+        await self._host.drop_snapshot(snapshot_id)
+
+    async def keep_snapshots(self, snapshot_ids: list[str], nodes: list[str]) -> list[str]:
+        """Remove every snapshot of this node's but these, and those that nodes no longer
+        alive (all but `nodes`) left on this machine; those left of this node's."""
+        host = self._host
+        await anyio.to_thread.run_sync(host.keep_snapshots, snapshot_ids)
+        await anyio.to_thread.run_sync(_clear_dead_nodes, host.snapshot_dir.parent, nodes)
+        return sorted(path.name for path in host.snapshot_dir.iterdir())
 
     async def held(self, sandbox_id: str, operation: Callable[..., Any], *args: Any) -> Answer:
         """`operation` (a method of `HeldSandbox`) on a long-lived sandbox of this node."""
@@ -342,7 +375,7 @@ class HeldSandbox:
     work as a user, connections to its ports)."""
 
     def __init__(self, sandbox: Sandbox, node: str, ports: PortRelays) -> None:
-        self._sandbox = sandbox
+        self.sandbox = sandbox
         self._node = node
         self._ports = ports
         self._processes: dict[int, ChildProcess] = {}
@@ -362,7 +395,7 @@ class HeldSandbox:
     ) -> tuple[int, int]:
         """Start a process: (its key here, its pid in the sandbox)."""
         env = {**env, NODE_VARIABLE: self._node}
-        process = await self._sandbox.exec(argv, env, cwd, user, stdin, terminal)
+        process = await self.sandbox.exec(argv, env, cwd, user, stdin, terminal)
         key = next(self._keys)
         self._processes[key] = process
         return key, process.pid
@@ -398,15 +431,19 @@ class HeldSandbox:
 
     async def usage(self) -> Usage:
         """What the sandbox uses now."""
-        return await anyio.to_thread.run_sync(self._sandbox.usage)
+        return await anyio.to_thread.run_sync(self.sandbox.usage)
 
     async def freeze(self, frozen: bool) -> None:
         """Freeze (or thaw) the sandbox's processes."""
-        await self._sandbox.freeze(frozen)
+        await self.sandbox.freeze(frozen)
+
+    async def save(self, snapshot_id: str, most: int) -> int:
+        """Copy the sandbox's files aside as this node's snapshot `snapshot_id`."""
+        return await self.sandbox.save(snapshot_id, most)
 
     async def watch(self, user: User, path: str, recursive: bool) -> int:
         """Watch a directory of the sandbox: the watch's key here."""
-        watch = await self._sandbox.watch(user, path, recursive)
+        watch = await self.sandbox.watch(user, path, recursive)
         key = next(self._keys)
         self._watches[key] = (watch, watch.changes())
         return key
@@ -433,20 +470,20 @@ class HeldSandbox:
     def forget(self, key: int) -> None:
         """Let go of a process that exited."""
         if (process := self._processes.pop(key, None)) is not None:
-            self._sandbox.forget(process)
+            self.sandbox.forget(process)
 
     async def user(self, name: str) -> User:
         """A user of the sandbox."""
-        return await anyio.to_thread.run_sync(self._sandbox.user, name)
+        return await anyio.to_thread.run_sync(self.sandbox.user, name)
 
     async def as_user(self, user: User, operation: Callable[[str], T]) -> T:
         """`operation(root)` on the sandbox's files with `user`'s rights."""
-        return await anyio.to_thread.run_sync(self._sandbox.as_user, user, operation)
+        return await anyio.to_thread.run_sync(self.sandbox.as_user, user, operation)
 
     async def open_port(self, port: int) -> tuple[tuple[str, int], bytes]:
         """Dial `port` on the sandbox's loopback for the server: where the server connects
         for it, and the one-time token it sends first (see `engines.ray._relay`)."""
-        return await self._ports.open(self._sandbox.dial, port)
+        return await self._ports.open(self.sandbox.dial, port)
 
     async def relay_port(self, token: bytes) -> None:
         """Relay the connection of the port opened with `token`, until either side closes."""
@@ -463,7 +500,7 @@ class HeldSandbox:
         self._waits.append(wait)
         try:
             with wait[0]:
-                await self._sandbox.ended()
+                await self.sandbox.ended()
         finally:
             wait[1].set()
             self._waits.remove(wait)
@@ -475,7 +512,7 @@ class HeldSandbox:
             scope.cancel()
             await done.wait()
         await self._ports.aclose()
-        await self._sandbox.close()
+        await self.sandbox.close()
 
 
 def _why(ex: BaseException) -> str:

@@ -21,6 +21,7 @@ import ray
 import ray.exceptions
 from ray.actor import ActorHandle
 from ray.util.placement_group import (
+    NODE_ID_LABEL_KEY,
     PlacementGroup,
     placement_group,
     placement_group_table,
@@ -54,9 +55,11 @@ class Room:
     """Room for one slot or sandbox on a node of the cluster (a placement group of one
     bundle, which Ray places)."""
 
-    def __init__(self, cap: Limits) -> None:
+    def __init__(self, cap: Limits, node: str | None = None) -> None:
+        """Room of `cap`, on `node` when given (else where Ray finds it)."""
         self._group: PlacementGroup = placement_group(
-            [{"CPU": cap.vcpus, "memory": cap.memory_bytes}]
+            [{"CPU": cap.vcpus, "memory": cap.memory_bytes}],
+            bundle_label_selector=None if node is None else [{NODE_ID_LABEL_KEY: node}],
         )
 
     async def node(self) -> str:
@@ -100,6 +103,10 @@ class Agents:
             ).remote(self._isolation, node, address or _address(node))
             agent = self._agents[node] = cast(AgentHandle, made)
         return agent
+
+    def all(self) -> list[tuple[str, AgentHandle]]:
+        """Each node's agent made so far, with its node."""
+        return list(self._agents.items())
 
     async def lost(
         self, node: str, agent: AgentHandle, ex: ray.exceptions.RayActorError
@@ -177,8 +184,14 @@ def _address(node: str) -> str:
 
 
 def _alive(node: str) -> bool:
-    """Whether the cluster still counts `node` among its live nodes."""
-    return any(
-        n["NodeID"] == node and n["Alive"]
+    """Whether the cluster still counts `node` among its live nodes (blocks)."""
+    return node in live_nodes()
+
+
+def live_nodes() -> set[str]:
+    """The ids of the cluster's live nodes (blocks)."""
+    return {
+        str(n["NodeID"])
         for n in ray.nodes()  # type: ignore[no-untyped-call]
-    )
+        if n["Alive"]
+    }

@@ -14,6 +14,7 @@ import errno
 import logging
 import socket
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio
@@ -28,14 +29,10 @@ from ...sandboxes._terminal import TerminalSize
 from ...sandboxes._watch import Change
 from ._calls import AgentHandle, Pending, answer
 from ._node import Answer, HeldSandbox
-from ._place import Agents, Room
+from ._place import Agents, Room, live_nodes
+from ._snapshots import NodeSnapshots
 
 T = TypeVar("T")
-
-NO_SNAPSHOTS = (
-    "the Ray engine keeps no snapshots (nor forks): one would live on its sandbox's node, "
-    "where Ray may place no sandbox made from it; run the server with the local engine for them"
-)
 
 logger = logging.getLogger(__name__)
 
@@ -143,11 +140,19 @@ class RayWatch:
 class RaySandbox:
     """A long-lived sandbox on a node, as the server sees it (a `LiveSandbox`)."""
 
-    def __init__(self, agent: AgentHandle, room: Room, sandbox_id: str, node: str) -> None:
+    def __init__(
+        self,
+        agent: AgentHandle,
+        room: Room,
+        sandbox_id: str,
+        node: str,
+        snapshots: NodeSnapshots,
+    ) -> None:
         self._agent = agent
         self._room = room
         self.id = sandbox_id
         self._node = node
+        self._snapshots = snapshots
 
     @property
     def node(self) -> str | None:
@@ -191,9 +196,13 @@ class RaySandbox:
             raise ProcessLookupError(errno.ESRCH, self._gone()) from None
 
     async def save(self, snapshot_id: str, most: int) -> int:
-        """Refused: a snapshot would live on the sandbox's node, where Ray may place no
-        sandbox made from it."""
-        raise SandboxError(f"sandbox {self.id}: {NO_SNAPSHOTS}")
+        """Copy the sandbox's files aside as a snapshot kept on its node."""
+        try:
+            taken: int = await self.call(HeldSandbox.save, snapshot_id, most)
+        except ray.exceptions.RayError:
+            raise SandboxError(self._gone()) from None
+        self._snapshots.saved(snapshot_id, self._node)
+        return taken
 
     def dial(self, port: int) -> socket.socket:
         """A connection to `port` on the sandbox's loopback, relayed by its node's agent
@@ -261,15 +270,43 @@ class RaySandbox:
         return f"sandbox {self.id} is gone with its node {self._node}"
 
 
-async def place_sandbox(agents: Agents, sandbox_id: str, cap: Limits) -> RaySandbox:
-    """Have Ray place a sandbox of `cap` on a node with room for it, and make it there
-    (SandboxError when it cannot, or no node has had room for a while)."""
+@dataclass(frozen=True)
+class Placing:
+    """A long-lived sandbox to place: its id and room, and where its files come from."""
+
+    sandbox_id: str
+    cap: Limits
+    files: str | RaySandbox | None = None
+    """What its files start as: a snapshot of the server's (its id), or a sandbox's (a
+    fork), on the node that holds them."""
+
+    def node(self, snapshots: NodeSnapshots) -> str | None:
+        """The node the sandbox must be made on (None: any with room)."""
+        if isinstance(self.files, RaySandbox):
+            return self.files.node
+        return None if self.files is None else snapshots.node(self.files)
+
+    def origin(self) -> tuple[str | None, str | None]:
+        """The snapshot and the sandbox, by id, that the node's agent makes it from."""
+        if isinstance(self.files, RaySandbox):
+            return None, self.files.id
+        return self.files, None
+
+
+async def place_sandbox(agents: Agents, snapshots: NodeSnapshots, placing: Placing) -> RaySandbox:
+    """Have Ray place a sandbox on a node with room for it (the node of its snapshot or
+    source, if it has one), and make it there (SandboxError when it cannot, or no node has
+    had room for a while)."""
     deadline = anyio.current_time() + _PLACE_SECONDS
     lost: ray.exceptions.RayActorError | None = None
+    node = placing.node(snapshots)
     for _ in range(_PLACE_ATTEMPTS):
-        room = Room(cap)
+        if node is not None and node not in await anyio.to_thread.run_sync(live_nodes):
+            snapshots.left(node)
+            raise SandboxError(f"node {node}, which holds the sandbox's files, left the cluster")
+        room = Room(placing.cap, node)
         try:
-            return await _place(agents, room, sandbox_id, cap, deadline)
+            return await _place(agents, snapshots, room, placing, deadline)
         except ray.exceptions.RayActorError as ex:
             # its node (or its agent) went before the sandbox was made there, Ray having not
             # yet seen it go: another node may have room
@@ -282,20 +319,22 @@ async def place_sandbox(agents: Agents, sandbox_id: str, cap: Limits) -> RaySand
 
 
 async def _place(
-    agents: Agents, room: Room, sandbox_id: str, cap: Limits, deadline: float
+    agents: Agents, snapshots: NodeSnapshots, room: Room, placing: Placing, deadline: float
 ) -> RaySandbox:
     """One try of `place_sandbox` (RayActorError when its node's agent was lost first)."""
+    cap, sandbox_id = placing.cap, placing.sandbox_id
     try:
         with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
             node = await room.node()
     except TimeoutError:
+        pinned = placing.node(snapshots)
+        where = "the cluster" if pinned is None else f"node {pinned}, which holds its files,"
         raise SandboxError(
-            f"no node of the cluster had room for {cap.vcpus} vCPUs and "
-            f"{cap.memory_bytes // GIB} GiB for {_PLACE_SECONDS:g}s; end sandboxes or "
-            "add nodes"
+            f"{where} had no room for {cap.vcpus} vCPUs and {cap.memory_bytes // GIB} GiB "
+            f"for {_PLACE_SECONDS:g}s; end sandboxes or add nodes"
         ) from None
     agent = agents.on(node)
-    made = Pending(agent.create.remote(sandbox_id, cap))
+    made = Pending(agent.create.remote(sandbox_id, cap, *placing.origin()))
     try:
         answered = await made.result()
     except ray.exceptions.RayActorError as ex:
@@ -316,4 +355,4 @@ async def _place(
             raise SandboxError(f"the sandbox's node failed it: {ex}") from None
         raise
     _value(answered)  # the agent's own refusal (a boot that failed): it holds nothing
-    return RaySandbox(agent, room, sandbox_id, node)
+    return RaySandbox(agent, room, sandbox_id, node, snapshots)
