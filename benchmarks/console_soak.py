@@ -53,8 +53,6 @@ CHANGING = 10
 """Sandboxes in each run of the changing ones (one at a time, each sleeping `SLEEP` s): a
 change every few seconds, and about 170 runs an hour in the store."""
 SLEEP = 2
-RUNS_BEFORE = 60
-"""Completed runs in the store before the server starts: more than the runs page shows."""
 POLLERS, POLL_INTERVAL = 50, 0.5
 """The latency target's clients and how often each polls."""
 PAGE_METRICS = ("JSHeapUsedSize", "Nodes", "JSEventListeners")
@@ -262,6 +260,7 @@ def soak(server: Server, pages: list[Page], duration: float, warmup: float, ever
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=60, help="in the store at the start")
     parser.add_argument("--latency-consoles", type=int, default=20, help="0 skips step 1")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--polls", type=int, default=40, help="of each client, each round")
@@ -272,8 +271,8 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         state = Path(tmp) / "state"
-        # a full first page of runs, so the runs page holds as many from the start
-        _, polled = fill(state, RUNS_BEFORE, 10)
+        # at least a full first page of runs, so the runs page holds as many from the start
+        _, polled = fill(state, args.runs, 10)
         server = start_server(state, "--memory-gib", "8")
         console = console_url(server)
         try:
