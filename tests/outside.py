@@ -1,8 +1,9 @@
 """A stand-in for the internet, for tests of sandboxes' way out: a network namespace for the
 server under test (with only `lo` up), joined by a veth pair to a second namespace (the
 "internet") where HTTP servers answer on `OUTSIDE`, `ELSEWHERE` and `METADATA`, a listener
-with a long backlog on `FLOOD_PORT`, and a UDP port whose datagrams are logged with their
-source address.
+with a long backlog on `FLOOD_PORT`, a UDP port whose datagrams are logged with their
+source address, and web servers on ports 80 (HTTP) and 443 (TLS, a certificate of its own)
+that answer with the `Host` they were sent.
 
 Nothing leaves these two namespaces, which go when the test is done. The test's threads stay
 in the namespace they are in: a thread enters the server's only for a while (`inside`), to
@@ -47,10 +48,28 @@ HTTP_PORT = 8080
 FLOOD_PORT = 9100
 """Takes every connection (a backlog of 4096) and never answers."""
 UDP_PORT = 9200
+WEB_PORT = 80
+TLS_PORT = 443
 _FAR_SIDE = """\
-import http.server, socket, sys, threading
+import http.server, socket, ssl, sys, threading
 log = open(sys.argv[1], "a", buffering=1)
-http_port, flood_port, udp_port = map(int, sys.argv[2:])
+http_port, flood_port, udp_port = map(int, sys.argv[2:5])
+class Echo(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = ("host=" + (self.headers.get("Host") or "")).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+web = http.server.ThreadingHTTPServer(("0.0.0.0", 80), Echo)
+secure = http.server.ThreadingHTTPServer(("0.0.0.0", 443), Echo)
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+context.load_cert_chain(sys.argv[5], sys.argv[6])
+secure.socket = context.wrap_socket(secure.socket, server_side=True)
+for served in (web, secure):
+    threading.Thread(target=served.serve_forever, daemon=True).start()
 flood = socket.create_server(("0.0.0.0", flood_port), backlog=4096)
 udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 udp.bind(("0.0.0.0", udp_port))
@@ -176,14 +195,29 @@ def internet(log_dir: Path) -> Iterator[Internet]:
         udp_log = log_dir / "udp.log"
         udp_log.touch()
         ports = (str(port) for port in (HTTP_PORT, FLOOD_PORT, UDP_PORT))
-        far_side = [sys.executable, "-c", _FAR_SIDE, str(udp_log), *ports]
+        certificate, key = log_dir / "web.pem", log_dir / "web.key"
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+             "-nodes", "-days", "2", "-subj", "/CN=outside.test", "-keyout", str(key),
+             "-out", str(certificate)],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        far_side = [
+            sys.executable,
+            "-c",
+            _FAR_SIDE,
+            str(udp_log),
+            *ports,
+            str(certificate),
+            str(key),
+        ]
         processes.append(
             subprocess.Popen(
                 [*inside, *far_side], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
             )
         )
         for _ in range(600):
-            if _reachable(OUTSIDE, HTTP_PORT):
+            if all(_reachable(OUTSIDE, port) for port in (HTTP_PORT, WEB_PORT, TLS_PORT)):
                 break
             time.sleep(0.05)
         _setns(home)
@@ -209,3 +243,36 @@ REACH = (
 )
 """A program a sandbox runs (`python3 -c REACH ADDRESS PORT`): it prints the start of the HTTP
 answer of ADDRESS:PORT, or `unreachable` and why."""
+
+NAMED = r"""
+import socket, ssl, sys
+address, port, mode, name = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+request = f"GET / HTTP/1.0\r\nHost: {name}\r\n\r\n".encode()
+context = ssl.create_default_context()
+context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+try:
+    s = socket.create_connection((address, port), timeout=60)
+except OSError as ex:
+    sys.exit(print("unreachable", type(ex).__name__))
+try:
+    if mode == "tls":
+        s = context.wrap_socket(s, server_hostname=name)
+    elif mode == "hello":  # a TLS ClientHello naming `name`, sent as it is
+        outgoing = ssl.MemoryBIO()
+        tls = context.wrap_bio(ssl.MemoryBIO(), outgoing, server_hostname=name)
+        try:
+            tls.do_handshake()
+        except ssl.SSLWantReadError:
+            request = outgoing.read()
+    s.sendall(request)
+    answer = b""
+    while chunk := s.recv(4096):
+        answer += chunk
+    print(answer.split(b"\r\n\r\n", 1)[-1].decode(errors="replace") or "closed")
+except OSError:
+    print("closed")
+"""
+"""A program a sandbox runs (`python3 -c NAMED ADDRESS PORT MODE NAME`): it sends ADDRESS:PORT
+a GET naming host NAME, over TLS with NAME as its server name (MODE `tls`) or not (`http`), or
+only a ClientHello naming it (`hello`), and prints what the answer holds (the far side's
+`host=NAME`), `closed` when the connection closed without one, or `unreachable` and why."""

@@ -134,7 +134,9 @@ def start_server(
         stderr=log,
         env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
     )
-    for _ in range(300):
+    # a safety net: a server starts in about a second, but a loaded machine compiling the
+    # project's modules for the first time has taken over 15 s
+    for _ in range(1200):
         if ready.exists() and ready.read_text():
             url = json.loads(ready.read_text())["url"]
             return Server(url, state_dir, process, args)

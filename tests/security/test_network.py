@@ -15,12 +15,15 @@ import pytest
 from e2b import Sandbox, SandboxException
 
 from inspect_swarm.server.sandboxes._network import CONNECTIONS
+from inspect_swarm.server.sandboxes._relay import HTTP_PORT as WEB_PORT
+from inspect_swarm.server.sandboxes._relay import TLS_PORT
 
 from ..outside import (
     ELSEWHERE,
     FLOOD_PORT,
     HTTP_PORT,
     METADATA,
+    NAMED,
     OUTSIDE,
     REACH,
     SERVER_SIDE,
@@ -214,3 +217,96 @@ def test_its_key_makes_no_sandbox_with_a_wider_way_out(sandbox: Sandbox) -> None
         child.files.write("/tmp/reach.py", REACH)
         assert reach(child, ELSEWHERE).startswith("unreachable")
         assert reach(child, OUTSIDE).startswith(ANSWERED)
+
+
+@pytest.fixture
+def by_name(nat: Server, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sandbox]:
+    """A sandbox whose allow list names one host, the rest denied."""
+    point_e2b_at(nat, monkeypatch)
+    only = {"allow_out": ["outside.test"], "deny_out": ["0.0.0.0/0"]}
+    with Sandbox.create(network=only) as box:  # type: ignore[arg-type]
+        box.files.write("/tmp/named.py", NAMED)
+        box.files.write("/tmp/reach.py", REACH)
+        yield box
+
+
+def named(sandbox: Sandbox, address: str, port: int, mode: str, name: str) -> str:
+    ran = sandbox.commands.run(f"python3 /tmp/named.py {address} {port} {mode} {name}")
+    return ran.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def host_web(world: Internet) -> Iterator[socket.socket]:
+    """The server's namespace's own web port, on every address."""
+    with world.inside():
+        listener = socket.create_server(("0.0.0.0", WEB_PORT))
+    listener.setblocking(False)
+    with listener:
+        yield listener
+
+
+def test_an_allowed_name_reaches_no_forbidden_address(
+    by_name: Sandbox, host_web: socket.socket
+) -> None:
+    assert named(by_name, OUTSIDE, WEB_PORT, "http", "outside.test") == "host=outside.test"
+    # the relay connects to where the connection went, never where its name points, and
+    # whatever the name, not to what no sandbox reaches
+    for address in (METADATA, SERVER_SIDE, gateway_of(by_name), "127.0.0.1"):
+        assert named(by_name, address, WEB_PORT, "http", "outside.test") in (
+            "closed",
+            "unreachable ConnectionRefusedError",
+        ), address
+    with pytest.raises(BlockingIOError):  # no connection came to the host's own port
+        host_web.accept()
+    # an address where a name goes names no host
+    assert named(by_name, OUTSIDE, WEB_PORT, "http", ELSEWHERE) == "closed"
+
+
+def test_the_other_protocol_names_no_host(by_name: Sandbox) -> None:
+    # a ClientHello naming an allowed host on the HTTP port: the far side's HTTP server
+    # would answer it (a 400) if it were let through
+    assert named(by_name, OUTSIDE, WEB_PORT, "hello", "outside.test") == "closed"
+    # plain HTTP naming an allowed host on the TLS port
+    assert named(by_name, OUTSIDE, TLS_PORT, "http", "outside.test") == "closed"
+
+
+def test_the_relay_is_reached_only_by_redirection(by_name: Sandbox, world: Internet) -> None:
+    relay = int(ruleset(world).split("redirect to :", 1)[1].split()[0])
+    for address in (gateway_of(by_name), SERVER_SIDE):
+        assert reach(by_name, address, relay).startswith("unreachable"), address
+    with world.inside(), pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", relay), timeout=10)
+
+
+SLOW = """\
+import socket, sys
+target, count = sys.argv[1], int(sys.argv[2])
+held = []
+for _ in range(count):  # each sends a request's start, never its end
+    s = socket.create_connection((target, 80), timeout=120)
+    s.sendall(b"GET / HTTP/1.1\\r\\nHost: outside.te")
+    held.append(s)
+extra = socket.create_connection((target, 80), timeout=120)
+try:
+    extra.sendall(b"GET / HTTP/1.0\\r\\nHost: outside.test\\r\\n\\r\\n")
+    print("extra", (extra.recv(100) or b"closed").decode(errors="replace"))
+except OSError:
+    print("extra closed")
+closed = 0
+for s in held:  # the relay gives up on them
+    try:
+        closed += s.recv(1) == b""
+    except OSError:
+        closed += 1
+print("held", closed)
+"""
+
+
+def test_slow_requests_are_bounded(by_name: Sandbox) -> None:
+    by_name.files.write("/tmp/slow.py", SLOW)
+    ran = by_name.commands.run(
+        f"ulimit -n 4096; python3 /tmp/slow.py {OUTSIDE} {CONNECTIONS}", timeout=300
+    )
+    assert ran.stdout.split("\n")[:2] == ["extra closed", f"held {CONNECTIONS}"]
+    # and once they are gone, the sandbox is served again
+    assert named(by_name, OUTSIDE, WEB_PORT, "http", "outside.test") == "host=outside.test"

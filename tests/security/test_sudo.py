@@ -141,6 +141,27 @@ def test_a_flood_of_sudo_requests_leaves_pid_1_serving_the_server(sandbox: e2b.S
     assert _run(sandbox, "until sudo true 2>/dev/null; do sleep 0.1; done; sudo id -u")[1] == "0\n"
 
 
+_BAD_TERMINALS = f"""
+import os, socket, struct
+for asked in (b"sudo tty 99999999 -5", b"sudo tty 24", b"sudo tty x y", b"sudo tty 0 0 0"):
+    request = os.memfd_create("request")
+    os.write(request, b"\\0".join([b"root", b"0", b"0", b"/", b"1", b"true"]))
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    sock.connect("{SOCKET}")
+    assert sock.recv(64) == b"go"
+    fds = struct.pack("4i", request, 0, 1, 2)
+    sock.sendmsg([asked], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+    print(sock.recv(4096).decode().split(":")[0])
+"""
+
+
+def test_a_terminal_asked_for_with_a_bad_size_is_refused(sandbox: e2b.Sandbox) -> None:
+    # a request for the command's own terminal that is not one: refused, and PID 1 serves on
+    sandbox.files.write("/tmp/bad.py", _BAD_TERMINALS)
+    assert _run(sandbox, "python3 /tmp/bad.py")[1].split() == ["error"] * 4
+    assert _run(sandbox, "sudo id -u")[1] == "0\n"
+
+
 def test_no_mount_of_a_sandbox_lets_a_set_user_id_file_act(sandbox: e2b.Sandbox) -> None:
     # every mount is nosuid, the share's too: the host's set-user-ID programs (passwd,
     # mount) and one root makes

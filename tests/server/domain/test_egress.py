@@ -52,3 +52,18 @@ def test_a_sandbox_makes_none_wider_than_itself() -> None:
         inherited(Egress(internet=True), narrow)
     assert inherited(Egress(internet=False), Maker(Egress())) == Egress(internet=False)
     assert inherited(Egress(internet=True), None) == Egress(internet=True)
+
+
+def test_host_names_only_where_the_rest_is_denied() -> None:
+    names = ("pypi.org", "*.web.test")
+    assert way_out("nat", Egress(allow_names=names, deny_out=(EVERYWHERE,))) == Outbound(
+        (), (EVERYWHERE,), names
+    )
+    assert way_out("nat", Egress(internet=False, allow_names=names)) == Outbound(
+        (), (EVERYWHERE,), names
+    )
+    with pytest.raises(InvalidRequest, match=r"pypi\.org, \*\.web\.test.*0\.0\.0\.0/0"):
+        way_out("nat", Egress(allow_names=names, deny_out=SOME))
+    for network in ("none", "host"):
+        with pytest.raises(InvalidRequest, match=r"network\.allowOut"):
+            way_out(network, Egress(allow_names=names))

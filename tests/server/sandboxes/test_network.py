@@ -19,7 +19,18 @@ from inspect_swarm.server.sandboxes._cgroups import Limits
 from inspect_swarm.server.sandboxes._isolation import NamespaceSandbox, SandboxHost
 from inspect_swarm.server.sandboxes._network import Outbound
 
-from ...outside import ELSEWHERE, HTTP_PORT, OUTSIDE, REACH, Internet, internet, needs_nftables
+from ...outside import (
+    ELSEWHERE,
+    HTTP_PORT,
+    NAMED,
+    OUTSIDE,
+    REACH,
+    TLS_PORT,
+    WEB_PORT,
+    Internet,
+    internet,
+    needs_nftables,
+)
 from ...servers import needs_namespaces
 
 pytestmark = [needs_namespaces, needs_nftables, pytest.mark.anyio]
@@ -66,8 +77,18 @@ async def _boot(host: SandboxHost, outbound: Outbound | None = isolation.OPEN) -
 
 async def reach(box: NamespaceSandbox, address: str, port: int = HTTP_PORT) -> str:
     """What `REACH` in the sandbox says of `address:port`."""
+    return await said(box, REACH, address, str(port))
+
+
+async def named(box: NamespaceSandbox, address: str, port: int, mode: str, name: str) -> str:
+    """What `NAMED` in the sandbox says of a request to `address:port` naming `name`."""
+    return await said(box, NAMED, address, str(port), mode, name)
+
+
+async def said(box: NamespaceSandbox, program: str, *args: str) -> str:
+    """What the python `program` run in the sandbox with `args` prints."""
     tails = {"stdout": bytearray(), "stderr": bytearray()}
-    process = await box.exec(["python3", "-c", REACH, address, str(port)], {})
+    process = await box.exec(["python3", "-c", program, *args], {})
     await follow(process, tails)
     box.forget(process)
     return (tails["stdout"] + tails["stderr"]).decode().strip()
@@ -151,3 +172,43 @@ async def test_server_stop_and_restart_remove_what_it_made(tmp_path: Path, world
     await _closed(second)
     assert "inspect_swarm_" not in ruleset()
     await _closed(first)
+
+
+ALL = _net("0.0.0.0/0")
+
+
+async def test_an_allowed_name_passes_and_another_is_closed(nat: SandboxHost) -> None:
+    box = await _boot(nat, Outbound(deny=ALL, names=("outside.test",)))
+    for port, mode in ((WEB_PORT, "http"), (TLS_PORT, "tls")):
+        assert await named(box, OUTSIDE, port, mode, "outside.test") == "host=outside.test"
+        assert await named(box, OUTSIDE, port, mode, "Outside.Test.") == "host=Outside.Test."
+        assert await named(box, OUTSIDE, port, mode, "elsewhere.test") == "closed"
+    # no name on other ports: the addresses decide
+    assert (await reach(box, OUTSIDE)).startswith("unreachable")
+    assert "named" in ruleset()
+    await box.close()
+    assert "named {\n\t\ttype ifname\n\t}" in ruleset()  # its entry went with it
+
+
+async def test_a_wildcard_names_the_hosts_below(nat: SandboxHost) -> None:
+    box = await _boot(nat, Outbound(deny=ALL, names=("*.web.test",)))
+    for name, answer in (
+        ("www.web.test", "host=www.web.test"),
+        ("a.b.web.test", "host=a.b.web.test"),
+        ("web.test", "closed"),
+        ("www.notweb.test", "closed"),
+    ):
+        assert await named(box, OUTSIDE, TLS_PORT, "tls", name) == answer, name
+    await box.close()
+
+
+async def test_addresses_and_names_in_one_list(nat: SandboxHost) -> None:
+    only = Outbound(allow=_net(f"{OUTSIDE}/32"), deny=ALL, names=("web.test",))
+    box = await _boot(nat, only)
+    assert (await reach(box, OUTSIDE)).startswith(ANSWERED)  # its address, another port
+    assert (await reach(box, ELSEWHERE)).startswith("unreachable")
+    assert await named(box, ELSEWHERE, WEB_PORT, "http", "web.test") == "host=web.test"
+    assert await named(box, ELSEWHERE, WEB_PORT, "http", "other.test") == "closed"
+    # its address lets any name through
+    assert await named(box, OUTSIDE, WEB_PORT, "http", "other.test") == "host=other.test"
+    await box.close()

@@ -1,7 +1,8 @@
 """What way out a sandbox gets: what its create asks (`Egress`), under the server's network.
 
 E2B's sandboxes reach the internet unless told not to, so a create that asks nothing gets
-the server's network as it is. One that asks for what the server's network cannot give (a way
+the server's network as it is. Host names in an allow list filter only a sandbox whose other
+traffic is denied (as on E2B), so names with anything else let through are refused. One that asks for what the server's network cannot give (a way
 out from a server without one, a restriction of the host's network) is refused, naming the
 option that decides it. A sandbox that a sandbox makes (with the key it has inside) gets its
 maker's way out: never a wider one than its maker was given.
@@ -51,10 +52,17 @@ def way_out(network: NetworkMode, egress: Egress) -> Outbound | None:
         _refuse_restrictions(egress)
         return None
     if egress.internet is False:
-        if not egress.allow_out:
+        if not egress.allow_out and not egress.allow_names:
             return None
-        return Outbound(egress.allow_out, (EVERYWHERE,))
-    return Outbound(egress.allow_out, egress.deny_out)
+        return Outbound(egress.allow_out, (EVERYWHERE,), egress.allow_names)
+    if egress.allow_names and EVERYWHERE not in egress.deny_out:
+        raise InvalidRequest(
+            "network.allowOut",
+            f"names hosts ({', '.join(egress.allow_names)}), which filter a sandbox's traffic "
+            "only when the rest is denied; add 0.0.0.0/0 to network.denyOut, or set "
+            "allow_internet_access to false",
+        )
+    return Outbound(egress.allow_out, egress.deny_out, egress.allow_names)
 
 
 def _refuse_a_way_out(egress: Egress) -> None:
@@ -62,7 +70,7 @@ def _refuse_a_way_out(egress: Egress) -> None:
         "allow_internet_access"
         if egress.internet
         else "network.allowOut"
-        if egress.allow_out
+        if egress.allow_out or egress.allow_names
         else None
     )
     if asked is not None:
@@ -79,7 +87,7 @@ def _refuse_restrictions(egress: Egress) -> None:
         "allow_internet_access"
         if egress.internet is False
         else "network.allowOut"
-        if egress.allow_out
+        if egress.allow_out or egress.allow_names
         else "network.denyOut"
         if egress.deny_out
         else None

@@ -38,6 +38,10 @@ ARG_MAX = os.sysconf("SC_ARG_MAX") - EXEC_HEADROOM
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+_HOST_NAME = re.compile(rf"(?:\*\.)?(?:{_LABEL}\.)*(?=[a-z0-9-]*[a-z-]){_LABEL}")
+"""A host name, or `*.` and one; its last label has a letter or hyphen (an address has none)."""
+_NAME_LENGTH = 253
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
@@ -216,15 +220,46 @@ def check_command_line(field: str, argv: list[str], env: Mapping[str, str]) -> N
 
 def parse_addresses(field: str, entries: object) -> tuple[IPv4Network, ...]:
     """A list of IPv4 addresses and CIDR ranges (`"1.2.3.4"`, `"10.0.0.0/8"`): what a
-    sandbox's allow and deny lists may name."""
+    sandbox's deny list may name."""
+    return tuple(_address(field, entry, names=False) for entry in _entries(field, entries))
+
+
+def parse_allow_list(
+    field: str, entries: object
+) -> tuple[tuple[IPv4Network, ...], tuple[str, ...]]:
+    """A sandbox's allow list, split into its IPv4 addresses and CIDR ranges and its host
+    names (`"pypi.org"`, or `"*.example.com"` for every name below it), lowercase and
+    without a final dot."""
+    networks: list[IPv4Network] = []
+    names: list[str] = []
+    for entry in _entries(field, entries):
+        name = _host_name(entry)
+        if name is None:
+            networks.append(_address(field, entry, names=True))
+        else:
+            names.append(name)
+    return tuple(networks), tuple(names)
+
+
+def _host_name(entry: object) -> str | None:
+    """`entry` as a host name or wildcard (`*.` and a name), lowercase without a final dot,
+    or None when it is not one (a name's last label is never all digits, so no address is
+    one)."""
+    if not isinstance(entry, str):
+        return None
+    name = entry.lower().removesuffix(".")
+    if len(name) > _NAME_LENGTH or not _HOST_NAME.fullmatch(name):
+        return None
+    return name
+
+
+def _entries(field: str, entries: object) -> list[object]:
     if not isinstance(entries, list):
-        raise BadInput(
-            field, f"must be a list of IP addresses or CIDR ranges, got {shown(entries)}"
-        )
-    return tuple(_address(field, entry) for entry in entries)
+        raise BadInput(field, f"must be a list of addresses (strings), got {shown(entries)}")
+    return entries
 
 
-def _address(field: str, entry: object) -> IPv4Network:
+def _address(field: str, entry: object, *, names: bool) -> IPv4Network:
     if not isinstance(entry, str):
         raise BadInput(field, f"{shown(entry)} is not an IP address or CIDR range")
     try:
@@ -232,8 +267,10 @@ def _address(field: str, entry: object) -> IPv4Network:
     except ValueError:
         raise BadInput(
             field,
-            f"{shown(entry)}: this server filters sandboxes' traffic by address, not by host "
-            "name; give IPv4 addresses or CIDR ranges",
+            f"{shown(entry)} is not an IPv4 address, CIDR range or host name; give one of those"
+            if names
+            else f"{shown(entry)}: host names are filtered in the allow list only (allowOut); "
+            "give IPv4 addresses or CIDR ranges here",
         ) from None
     if not isinstance(network, IPv4Network):
         raise BadInput(

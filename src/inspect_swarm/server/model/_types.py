@@ -161,6 +161,9 @@ class Egress:
     """Whether it may reach other networks at all (None: as the server's network lets it)."""
     allow_out: tuple[IPv4Network, ...] = ()
     """Reached whatever `deny_out` says."""
+    allow_names: tuple[str, ...] = ()
+    """Host names (`*.` and a name: the names below it) whose web traffic (ports 80 and 443,
+    by its HTTP `Host` or TLS server name) is let through whatever `deny_out` says."""
     deny_out: tuple[IPv4Network, ...] = ()
 
 

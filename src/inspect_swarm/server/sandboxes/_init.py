@@ -48,7 +48,9 @@ the factory writes to a tmpfs of its own (the settings' `tools`) that every root
 the host's /usr, read-only at SUDO_PROGRAM. PID 1 serves the sandbox's user and root only
 (SO_PEERCRED), each request in a child of its own (`_handle_sudo`) that starts the command
 as `spawn` does, as root or the account asked, passes on sudo's signals and reports its
-exit.
+exit. When sudo runs on a terminal, the handler gives the command a terminal of its own (with
+the modes and size of sudo's) and hands its other end to sudo, which relays bytes and size
+changes, so a root shell has job control.
 PID 1 writes `pid N` (N as seen inside the sandbox) to the status pipe, then `exit CODE`
 (negative: killed by that signal) once it has reaped the command. A command that cannot
 start says why on its stderr and exits 127 (no such program), 126 (not executable) or 125
@@ -83,6 +85,7 @@ import socket
 import stat
 import struct
 import sys
+import termios
 import time
 
 TYPE_CHECKING = False
@@ -1554,10 +1557,14 @@ def _serve_sudo(connection: socket.socket) -> None:
     _tell(connection.fileno(), "go")
     data, fds = _receive(connection, 64, 4)
     try:
-        if data != b"sudo" or len(fds) != 4:
+        verb, *size = data.split()
+        if verb != b"sudo" or len(fds) != 4 or size[:1] not in ([], [b"tty"]):
             raise ValueError("a request is `sudo` with a memfd, stdin, stdout and stderr")
         request = _sudo_request(fds[0])
-        pid = _start(request, *fds[1:])
+        if size:
+            pid = _start_on_terminal(connection, request, fds[1], size[1:])
+        else:
+            pid = _start(request, *fds[1:])
     except _NotStarted as ex:
         _tell(fds[3], str(ex)[:_WHY_BYTES] + "\n")
         _tell(connection.fileno(), f"exit {ex.code}")
@@ -1569,6 +1576,27 @@ def _serve_sudo(connection: socket.socket) -> None:
         for fd in fds:
             os.close(fd)
     _tell(connection.fileno(), f"exit {_wait_sudo(connection, pid)}")
+
+
+def _start_on_terminal(
+    connection: socket.socket, request: dict[str, Any], stdin: int, size: list[bytes]
+) -> int:
+    """Start the command on a terminal of its own, with the modes of sudo's (`stdin`) and of
+    `size` (rows and columns), and hand its other end to sudo, which relays to it."""
+    rows, cols = (int(number) for number in size)
+    controller, device = os.openpty()
+    try:
+        with contextlib.suppress(termios.error):  # sudo's stdin is a terminal no longer
+            termios.tcsetattr(device, termios.TCSANOW, termios.tcgetattr(stdin))
+        fcntl.ioctl(controller, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        os.fchown(device, request["uid"], -1)  # as login does: the terminal is its user's
+        pid = _start({**request, "tty": os.ttyname(device)}, device, device, device)
+        fds = struct.pack("i", controller)
+        connection.sendmsg([b"tty"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+    finally:
+        os.close(device)
+        os.close(controller)
+    return pid
 
 
 def _sudo_request(fd: int) -> dict[str, Any]:

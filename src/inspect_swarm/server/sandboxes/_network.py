@@ -18,6 +18,13 @@ namespace, where nothing a sandbox's root does reaches them, and hold every sand
 
 What the rules refuse is answered at once (`REFUSE`), not left to time out.
 
+A sandbox whose allow list names hosts has its TCP connections to ports 80 and 443
+redirected to the server's relay (`sandboxes._relay`), which lets them through by the HTTP
+`Host` or TLS server name they send, and its DNS queries to the name servers of the server's
+/etc/resolv.conf (which sandboxes share) are let through. Only the relay answers those
+redirected connections in the server's namespace, and its own connections out are held to
+the rules above (by their mark).
+
 Replies come back through connection tracking; nothing else reaches a sandbox from outside.
 """
 
@@ -36,6 +43,8 @@ from pathlib import Path
 
 import anyio
 
+from ._relay import HTTP_PORT, MARK, TLS_PORT, Admission, Relay
+
 CONNECTIONS = 512
 """The most connections one sandbox may have open at once through its way out."""
 BLOCKED = ("0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "224.0.0.0/3")
@@ -46,6 +55,8 @@ REFUSE = "goto refuse"
 "administratively prohibited"), so its programs fail fast instead of waiting out their
 timeouts. Not ICMP for TCP: the kernel limits how many ICMP errors it sends a second."""
 _FORWARDING = Path("/proc/sys/net/ipv4/ip_forward")
+_RESOLV_CONF = Path("/etc/resolv.conf")
+_DNS = "meta l4proto { tcp, udp } th dport 53 "
 _SANDBOX_END = "eth0"
 _NO_NSENTER = "nsenter not found: --network nat needs it (install the util-linux package)"
 
@@ -61,6 +72,9 @@ class Outbound:
     allow: tuple[IPv4Network, ...] = ()
     """Always reached, whatever `deny` says."""
     deny: tuple[IPv4Network, ...] = ()
+    names: tuple[str, ...] = ()
+    """Host names (`*.` and a name: the names below it) reached on ports 80 and 443 whatever
+    `deny` says, by the name a connection sends."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +85,8 @@ class Link:
     name: str
     namespace: int
     """The inode of the sandbox's network namespace (PID 1 makes a new one on a reset)."""
+    named: bool
+    """Whether its web traffic goes through the relay (its allow list names hosts)."""
 
 
 def parse_range(text: str) -> IPv4Network:
@@ -103,10 +119,12 @@ class Gateway:
         """The server's network namespace (this thread's), where every rule and pair is made:
         a process inherits its starting thread's, which may be another's (an event loop's
         worker thread, made before the server entered its own)."""
+        self._relay = Relay(self._home, CONNECTIONS)
+        self._resolvers: tuple[IPv4Network, ...] = ()
 
     def open(self) -> None:
         """Remove what a server of the same state directory left, refuse a range this machine
-        routes already, turn forwarding on and make the table (blocks)."""
+        routes already, turn forwarding on, start the relay and make the table (blocks)."""
         self._remove_links()
         self._nft(f"add table inet {self._table}\ndelete table inet {self._table}\n")
         self._check_routes()
@@ -117,6 +135,8 @@ class Gateway:
                 f"cannot turn IPv4 forwarding on ({ex}): sandboxes' way out needs "
                 f"{_FORWARDING} writable, as root in the server's network namespace"
             ) from None
+        self._resolvers = resolvers(_RESOLV_CONF.read_text() if _RESOLV_CONF.exists() else "")
+        self._relay.start()
         self._nft(self._ruleset())
 
     async def attach(self, namespace: int, outbound: Outbound) -> Link:
@@ -125,7 +145,8 @@ class Gateway:
         if slot >= self._slots:
             raise NetworkError(f"the sandbox range {self.network} is full; give a larger one")
         self._used.add(slot)
-        link = Link(slot, f"{self._prefix}{slot:06x}", os.fstat(namespace).st_ino)
+        named = bool(outbound.names)
+        link = Link(slot, f"{self._prefix}{slot:06x}", os.fstat(namespace).st_ino, named)
         server, sandbox = self._addresses(slot)
         theirs = f"/proc/self/fd/{namespace}"
         try:
@@ -142,6 +163,9 @@ class Gateway:
                 namespace,
                 inside=namespace,
             )
+            if named:
+                admission = Admission(sandbox, outbound.allow, outbound.deny, outbound.names)
+                self._relay.admit(server, admission)
             await self._run(["nft", "-f", "-"], self._sandbox_rules(link, sandbox, outbound))
         except BaseException:
             with anyio.CancelScope(shield=True):
@@ -154,12 +178,15 @@ class Gateway:
         with anyio.CancelScope(shield=True):
             with contextlib.suppress(NetworkError):  # gone with the sandbox's namespace
                 await self._run(["ip", "link", "del", link.name])
+            named = f'delete element inet {self._table} named {{ "{link.name}" }}\n'
             with contextlib.suppress(NetworkError):  # never made: attach failed before
                 await self._run(
                     ["nft", "-f", "-"],
-                    f'delete element inet {self._table} sandboxes {{ "{link.name}" }}\n'
+                    (named if link.named else "")
+                    + f'delete element inet {self._table} sandboxes {{ "{link.name}" }}\n'
                     f"delete chain inet {self._table} s{link.slot}\n",
                 )
+            self._relay.drop(self._addresses(link.slot)[0])
             self._used.discard(link.slot)
 
     async def close(self) -> None:
@@ -170,6 +197,7 @@ class Gateway:
                     await self._run(["ip", "link", "del", name])
             with contextlib.suppress(NetworkError):
                 await self._run(["nft", "-f", "-"], f"delete table inet {self._table}\n")
+            await anyio.to_thread.run_sync(self._relay.close)
         os.close(self._home)
 
     def _nft(self, script: str) -> None:
@@ -214,16 +242,29 @@ class Gateway:
     def _ruleset(self) -> str:
         blocked = ", ".join([*BLOCKED, str(self.network)])
         ours = f'"{self._prefix}*"'
+        relay = self._relay.port
         return f"""table inet {self._table} {{
   set blocked {{ type ipv4_addr; flags interval; elements = {{ {blocked} }}; }}
   map sandboxes {{ type ifname : verdict; }}
+  set named {{ type ifname; }}
   chain refuse {{
     meta l4proto tcp reject with tcp reset
     reject with icmpx admin-prohibited
   }}
+  chain prerouting {{
+    type nat hook prerouting priority dstnat; policy accept;
+    iifname @named tcp dport {{ {HTTP_PORT}, {TLS_PORT} }} redirect to :{relay}
+  }}
   chain input {{
     type filter hook input priority filter - 5; policy accept;
+    iifname @named tcp dport {relay} ct status dnat accept
+    tcp dport {relay} {REFUSE}
     iifname {ours} {REFUSE}
+  }}
+  chain output {{
+    type filter hook output priority filter - 5; policy accept;
+    meta mark {MARK:#x} fib daddr type local {REFUSE}
+    meta mark {MARK:#x} ip daddr @blocked {REFUSE}
   }}
   chain forward {{
     type filter hook forward priority filter - 5; policy accept;
@@ -247,6 +288,8 @@ class Gateway:
             "ct state established,related accept",
             f"ip daddr @blocked {REFUSE}",
             f"ct count over {CONNECTIONS} {REFUSE}",
+            # DNS queries to the name servers
+            *_matching(self._resolvers if outbound.names else (), _DNS + "accept"),
             *_matching(outbound.allow, "accept"),
             *_matching(outbound.deny, REFUSE),
             "accept",
@@ -256,6 +299,7 @@ class Gateway:
                 f"add chain {chain}\n",
                 *(f"add rule {chain} {rule}\n" for rule in rules),
                 f'add element inet {self._table} sandboxes {{ "{link.name}" : jump s{link.slot} }}\n',
+                f'add element inet {self._table} named {{ "{link.name}" }}\n' if link.named else "",
             ]
         )
 
@@ -283,6 +327,17 @@ def _matching(networks: Sequence[IPv4Network], verdict: str) -> list[str]:
         return []
     merged = ", ".join(str(n) for n in ipaddress.collapse_addresses(networks))
     return [f"ip daddr {{ {merged} }} {verdict}"]
+
+
+def resolvers(text: str) -> tuple[IPv4Network, ...]:
+    """The IPv4 name servers a resolv.conf's `text` names."""
+    found: list[IPv4Network] = []
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) >= 2 and words[0] == "nameserver":
+            with contextlib.suppress(ValueError):
+                found.append(IPv4Network(words[1]))
+    return tuple(found)
 
 
 def _ours(links: str, prefix: str) -> list[str]:

@@ -12,6 +12,7 @@ import contextlib
 import ctypes
 import os
 import socket
+from collections.abc import Iterator
 
 _CLONE_NEWNET = 0x40000000
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -25,19 +26,27 @@ def _setns(fd: int) -> None:
         raise OSError(code, f"setns: {os.strerror(code)}")
 
 
-def dial(namespace: int, port: int) -> socket.socket:
-    """A TCP connection to `port` on the loopback of the network namespace open as
-    `namespace`; blocks. ConnectionRefusedError when nothing listens there."""
+@contextlib.contextmanager
+def entered(namespace: int) -> Iterator[None]:
+    """This thread in the network namespace open as `namespace`, for the while: the sockets
+    it makes meanwhile belong there."""
     own = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
     try:
         _setns(namespace)
         try:
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            yield
         finally:
-            # the thread is one of a pool: it must leave as the server's again
+            # the thread may be one of a pool: it must leave as the server's again
             _setns(own)
     finally:
         os.close(own)
+
+
+def dial(namespace: int, port: int) -> socket.socket:
+    """A TCP connection to `port` on the loopback of the network namespace open as
+    `namespace`; blocks. ConnectionRefusedError when nothing listens there."""
+    with entered(namespace):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         sock.settimeout(DIAL_TIMEOUT)
         sock.connect(("127.0.0.1", port))

@@ -10,9 +10,17 @@ it starts any command of that account. This process waits for the exit, passes o
 SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2, and ends as the command did. Like
 E2B's, this `sudo` never asks for a password.
 
+On a terminal (stdin, stdout and stderr terminals, sudo in the foreground), the command gets
+a terminal of its own, which PID 1 makes with the modes and size of sudo's: sudo puts its own
+in raw mode and relays bytes both ways, and passes its size on when it changes (SIGWINCH), so
+the command's terminal is its controlling terminal (`sudo -i` has job control, `tty` names
+it), as with the host's sudo.
+
 Messages: PID 1 sends `go` (or `error: WHY`, and hangs up); this program sends `sudo` with
-its request (in a memfd) and stdin, stdout and stderr, then `signal N` for each signal it
-passes on; PID 1 ends with `exit CODE` (negative: killed by that signal) or `error: WHY`.
+its request (in a memfd) and stdin, stdout and stderr (`sudo tty ROWS COLS` on a terminal,
+answered with `tty` and the other end of the command's terminal), then `signal N` for each
+signal it passes on; PID 1 ends with `exit CODE` (negative: killed by that signal) or
+`error: WHY`.
 The request: NUL-separated user name, uid, gid, directory, argument count, the arguments,
 then the environment's NAME=value entries.
 """
@@ -41,6 +49,9 @@ _FORWARDED = (
     signal.SIGUSR1,
     signal.SIGUSR2,
 )
+_DRAINING_MS = 1000
+"""How long sudo passes on what the command's terminal shows after the command has ended,
+while a process it left keeps the terminal open."""
 _KEPT = ("TERM", "COLORTERM", "DISPLAY", "XAUTHORITY", "LANG", "LANGUAGE", "TZ", "PATH")
 """What of the caller's environment a command keeps without -E (and LC_* variables), as
 sudo's defaults keep it (PATH too: no secure_path is set)."""
@@ -219,18 +230,129 @@ def run(data: bytes) -> int:
         if message != "go":
             raise Refused("sudo: " + _why(message))
         fds = struct.pack("4i", memfd, *map(_open, (0, 1, 2)))
-        sock.sendmsg([b"sudo"], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
+        size = _terminal_size()
+        asked = b"sudo" if size is None else b"sudo tty %d %d" % size
+        sock.sendmsg([asked], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
         os.close(memfd)
         for sig in _FORWARDED:
             signal.signal(sig, lambda number, _: _forward(sock, number))
         for number in pending:
             _forward(sock, number)
-        message = sock.recv(4096).decode(errors="replace")
+        message = _answer(sock)
     finally:
         sock.close()
     if message.startswith("exit "):
         return int(message.split()[1])
     raise Refused("sudo: " + _why(message))
+
+
+def _terminal_size() -> tuple[int, int] | None:
+    """The rows and columns of sudo's terminal, if it runs in the foreground of one."""
+    if not all(os.isatty(fd) for fd in (0, 1, 2)):
+        return None
+    try:
+        if os.tcgetpgrp(0) != os.getpgrp():
+            return None
+    except OSError:
+        return None
+    columns, rows = os.get_terminal_size(0)
+    return rows, columns
+
+
+def _answer(sock: _socket.socket) -> str:
+    """PID 1's last message: at once, or after relaying to the command's terminal if PID 1
+    hands one over first."""
+    data, ancillary, _, _ = sock.recvmsg(4096, _socket.CMSG_SPACE(4))
+    message = data.decode(errors="replace")
+    if message != "tty":
+        return message
+    (controller,) = struct.unpack("i", ancillary[0][2][:4])
+    return _relay(sock, controller)
+
+
+def _relay(sock: _socket.socket, controller: int) -> str:
+    """Relay between sudo's terminal and the command's (`controller`) until the command has
+    ended and what it showed is passed on; PID 1's last message."""
+    # only on a terminal: imported at the top, they would slow every sudo's start
+    import fcntl
+    import select
+    import termios
+    import tty
+
+    def resized(*_: object) -> None:
+        try:
+            size = fcntl.ioctl(0, termios.TIOCGWINSZ, b"\0" * 8)
+            fcntl.ioctl(controller, termios.TIOCSWINSZ, size)
+        except OSError:
+            return  # no terminal any more: no size to pass on
+
+    os.set_blocking(controller, False)
+    poller = select.poll()
+    for fd in (0, controller, sock.fileno()):
+        poller.register(fd, select.POLLIN)
+    typed = bytearray()  # what the command's terminal has not taken yet
+    message: str | None = None
+    shown = False  # whether every process has closed the command's terminal
+    saved = termios.tcgetattr(0)
+    tty.setraw(0, termios.TCSANOW)  # not TCSAFLUSH: what was typed ahead is kept
+    signal.signal(signal.SIGWINCH, resized)
+    try:
+        while message is None or not shown:
+            # once the command has ended, a process it left holding the terminal keeps it
+            # open: what comes within a moment is passed on, then sudo ends
+            events = poller.poll(None if message is None else _DRAINING_MS)
+            if not events:
+                break
+            for fd, event in events:
+                if fd == sock.fileno():
+                    message = sock.recv(4096).decode(errors="replace")
+                    poller.unregister(fd)
+                elif fd == 0:
+                    data = _read(0)
+                    typed += data
+                    if not data:
+                        poller.unregister(0)
+                elif event & ~select.POLLOUT and not _pass_on(controller):
+                    poller.unregister(controller)
+                    shown = True
+            if not shown:
+                del typed[: _write(controller, typed)]
+                poller.modify(controller, select.POLLIN | (select.POLLOUT if typed else 0))
+    finally:
+        termios.tcsetattr(0, termios.TCSADRAIN, saved)
+        os.close(controller)
+    return message or ""
+
+
+def _read(fd: int) -> bytes:
+    try:
+        return os.read(fd, 65536)
+    except OSError:  # EIO: a terminal hung up
+        return b""
+
+
+def _pass_on(controller: int) -> bool:
+    """Show what the command's terminal has on sudo's stdout; False when it is closed."""
+    try:
+        data = os.read(controller, 65536)
+    except BlockingIOError:
+        return True
+    except OSError:  # EIO: every process has closed the command's terminal
+        return False
+    view = memoryview(data)
+    while view:
+        view = view[os.write(1, view) :]
+    return bool(data)
+
+
+def _write(fd: int, data: bytearray) -> int:
+    """Write what `fd` takes of `data` now; how much it took."""
+    if not data:
+        return 0
+    try:
+        return os.write(fd, data)
+    except BlockingIOError:
+        return 0
 
 
 def _why(message: str) -> str:

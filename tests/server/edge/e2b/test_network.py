@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from e2b import AsyncSandbox, Sandbox, SandboxException
 
+from .... import outside
 from ....outside import ELSEWHERE, HTTP_PORT, OUTSIDE, REACH, Internet, internet, needs_nftables
 from ....servers import Server, needs_namespaces, point_e2b_at
 
@@ -99,10 +100,42 @@ def test_allow_and_deny_lists(nat: Server, monkeypatch: pytest.MonkeyPatch) -> N
         assert reach(sandbox, OUTSIDE).startswith(ANSWERED)
 
 
-def test_a_host_name_in_a_list_is_refused(nat: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+def named(sandbox: Sandbox, address: str, port: int, mode: str, name: str) -> str:
+    """What `NAMED` says of a request naming `name` to `address:port` from inside `sandbox`."""
+    sandbox.files.write("/tmp/named.py", outside.NAMED)
+    ran = sandbox.commands.run(f"python3 /tmp/named.py {address} {port} {mode} {name}")
+    return ran.stdout.strip()
+
+
+def test_host_names_in_the_allow_list(nat: Server, monkeypatch: pytest.MonkeyPatch) -> None:
     point_e2b_at(nat, monkeypatch)
-    with pytest.raises(SandboxException, match=r"pypi\.org.*not by host name"):
+    only = {"allow_out": ["outside.test", "*.web.test"], "deny_out": [ALL_TRAFFIC]}
+    with Sandbox.create(network=only) as sandbox:  # type: ignore[arg-type]
+        assert (
+            named(sandbox, OUTSIDE, outside.TLS_PORT, "tls", "outside.test") == "host=outside.test"
+        )
+        assert named(sandbox, OUTSIDE, outside.WEB_PORT, "http", "a.web.test") == "host=a.web.test"
+        assert named(sandbox, OUTSIDE, outside.WEB_PORT, "http", "pypi.org") == "closed"
+        assert reach(sandbox, OUTSIDE).startswith("unreachable")  # other ports: addresses
+    with Sandbox.create(
+        allow_internet_access=False, network={"allow_out": ["outside.test"]}
+    ) as sandbox:
+        assert (
+            named(sandbox, ELSEWHERE, outside.WEB_PORT, "http", "outside.test")
+            == "host=outside.test"
+        )
+
+
+def test_host_names_refused_where_they_cannot_filter(
+    nat: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    point_e2b_at(nat, monkeypatch)
+    with pytest.raises(SandboxException, match=r"pypi\.org.*allow list only"):
+        Sandbox.create(network={"deny_out": ["pypi.org"]})
+    with pytest.raises(SandboxException, match=r"network\.allowOut.*add 0\.0\.0\.0/0"):
         Sandbox.create(network={"allow_out": ["pypi.org"]})
+    with pytest.raises(SandboxException, match=r"not an IPv4 address, CIDR range or host name"):
+        Sandbox.create(network={"allow_out": ["pypi org"], "deny_out": [ALL_TRAFFIC]})
 
 
 @pytest.mark.anyio

@@ -60,15 +60,18 @@ async def test_the_user_runs_commands_as_root_with_the_async_sdk(anyio_backend: 
 
 
 _ROOT_SHELL = (
-    # (typed, what the terminal then shows): a root shell whose input comes through sudo's
-    # stdin and whose ^C comes through sudo, which passes it on
-    (b"sudo sh -c 'echo root-$(id -u)-$(tty)'\n", "root-0-/dev/pts/0"),
+    # (typed, what the terminal then shows): a root shell on a terminal of its own, which
+    # sudo relays to, ^C included
     (b"sudo -i\n", ""),
-    (b"echo in-$(id -un)-$(pwd)\n", "in-root-/root"),
+    (b"echo in-$(id -un)-$(pwd)-$(tty)\n", "in-root-/root-/dev/pts/1"),
     (b"sh -c 'echo sta\"\"rted; exec sleep 30'\n", "started"),
     (b"\x03", ""),
-    (b"exit 4\n", ""),
-    (b"echo after-$?-$(id -un)\n", "after-4-user"),
+    # job control: the shell's monitor mode is on, a job stopped by ^Z is brought back
+    (b"echo flags-${-//[^m]/}\n", "flags-m"),
+    (b"sh -c 'echo sle\"\"eping; sleep 30'\n", "sleeping"),
+    (b"\x1a", "Stopped"),
+    (b'jobs; kill %1; echo ki""lled\n', "killed"),
+    (b"stty size\n", "24 80"),
 )
 
 
@@ -79,9 +82,20 @@ async def test_sudo_on_a_terminal(anyio_backend: str) -> None:
     try:
         screen = Screen()
         term = await sbx.pty.create(PtySize(rows=24, cols=80), on_data=screen.add)
+        # what is typed while sudo relays goes to its command: the next waits for the prompt
+        await sbx.pty.send_stdin(term.pid, b"sudo sh -c 'echo root-$(id -u)-$(tty)'\n")
+        await screen.shows("$ ", after="root-0-/dev/pts/1")
         for typed, shown in _ROOT_SHELL:
             await sbx.pty.send_stdin(term.pid, typed)
             await screen.shows(shown)
+        # a resize of the terminal reaches the root shell's
+        await sbx.pty.resize(term.pid, PtySize(rows=30, cols=100))
+        await sbx.pty.send_stdin(term.pid, b"stty size\n")
+        await screen.shows("30 100")
+        await sbx.pty.send_stdin(term.pid, b"exit 4\n")
+        await screen.shows("$ ", after="logout")
+        await sbx.pty.send_stdin(term.pid, b"echo after-$?-$(id -un)-$(tty)\n")
+        await screen.shows("after-4-user-/dev/pts/0")
         await sbx.pty.send_stdin(term.pid, b"exit\n")
         await term.wait()
     finally:

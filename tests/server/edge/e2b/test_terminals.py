@@ -21,15 +21,20 @@ class Screen:
         self.text += data.decode(errors="replace")
         self._changed.set()
 
-    async def shows(self, text: str) -> None:
+    async def shows(self, text: str, after: str = "") -> None:
+        """Wait until the terminal shows `text` (after the first `after`, if given)."""
         # the timeout is a safety net: the text comes, or the test has failed
         try:
             async with asyncio.timeout(30):
-                while text not in self.text:
+                while text not in self._since(after):
                     self._changed.clear()
                     await self._changed.wait()
         except TimeoutError:
             pytest.fail(f"{text!r} never shown; the screen: {self.text!r}")
+
+    def _since(self, after: str) -> str:
+        at = self.text.find(after)
+        return "" if at < 0 else self.text[at + len(after) :]
 
 
 @pytest.mark.anyio

@@ -39,7 +39,9 @@ class E2BCreateBody(BaseModel):
         description="`allowPublicTraffic`: false to open its ports only to requests with its "
         "`trafficAccessToken` (in `e2b-traffic-access-token`). `allowOut` and `denyOut`: "
         "IPv4 addresses and CIDR ranges its connections may (always) and may not reach, on a "
-        "server started with `--network nat`.",
+        "server started with `--network nat`; `allowOut` may also name hosts (`*.` for the "
+        "names below one), whose ports 80 and 443 are let through by HTTP `Host` or TLS "
+        "server name when `denyOut` holds 0.0.0.0/0.",
     )
     allow_internet_access: bool | None = Field(
         default=None,

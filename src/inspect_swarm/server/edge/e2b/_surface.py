@@ -30,6 +30,7 @@ from ...model._rules import (
     check_env,
     check_labels,
     parse_addresses,
+    parse_allow_list,
     parse_json,
     refusing,
     shown,
@@ -280,15 +281,15 @@ def _public_traffic(body: dict[str, Any]) -> bool:
 
 def _egress(body: dict[str, Any]) -> Egress:
     """What the body asks of the sandbox's way out: `allow_internet_access`, and the
-    `network`'s `allowOut` and `denyOut` lists of addresses."""
+    `network`'s `allowOut` list (addresses and host names) and `denyOut` list (addresses)."""
     internet = body.get("allow_internet_access")
     if internet is not None and not isinstance(internet, bool):
         raise E2BError(400, f"allow_internet_access must be true or false, got {shown(internet)}")
     network = body.get("network") or {}  # an object: `_public_traffic` checked it
     with refusing(bad_request):
-        allow = parse_addresses("network.allowOut", network.get("allowOut") or [])
+        allow, names = parse_allow_list("network.allowOut", network.get("allowOut") or [])
         deny = parse_addresses("network.denyOut", network.get("denyOut") or [])
-    return Egress(internet, allow, deny)
+    return Egress(internet, allow, names, deny)
 
 
 def _metadata_filter(text: str | None) -> dict[str, str]:
