@@ -17,8 +17,7 @@ as a user's would.
    server's and the browser's shares of a core are shown: on a busy machine the p99 is
    noisy, the CPU less so.
 2. With `--consoles` open for `--duration` seconds, every `--every` seconds: the server's
-   resident memory, the browser's (the proportional shares of every Chromium process it
-   started), and in each page, after a collection, the JS heap in use and the count of DOM
+   resident memory, the browser's (what is private to the Chromium processes it started), and in each page, after a collection, the JS heap in use and the count of DOM
    nodes and event listeners. What is reported is the growth per hour of each after
    `--warmup` (a least-squares line through the samples), beside its first and last sample.
 """
@@ -156,12 +155,11 @@ def latency_rounds(
         )
 
 
-def memory_kib(pid: int, field: str = "Rss") -> int:
-    """A process's resident memory (`Rss`), or its proportional share of what it shares
-    with others (`Pss`), in KiB."""
+def memory_kib(pid: int, *fields: str) -> int:
+    """The sum of `fields` of a process's memory (its resident memory by default), in KiB."""
     with open(f"/proc/{pid}/smaps_rollup") as rollup:
-        line = next(line for line in rollup if line.startswith(f"{field}:"))
-    return int(line.split()[1])
+        lines = [line.split() for line in rollup]
+    return sum(int(line[1]) for line in lines if line[0].rstrip(":") in (fields or ("Rss",)))
 
 
 def browser_pids() -> list[int]:
@@ -188,10 +186,11 @@ def browser_pids() -> list[int]:
     return [pid for pid, name in names.items() if name.startswith("chrom") and ours(pid)]
 
 
-def browser_pss_kib() -> int:
-    """Memory of the browser's processes, in KiB (their proportional shares, so what they
-    share is counted once)."""
-    return sum(_gone_as_zero(memory_kib, pid, "Pss") for pid in browser_pids())
+def browser_private_kib() -> int:
+    """Memory of the browser's processes that is theirs alone, in KiB: what they share with
+    other programs (other browsers on the machine among them) moves with those programs."""
+    private = ("Private_Clean", "Private_Dirty")
+    return sum(_gone_as_zero(memory_kib, pid, *private) for pid in browser_pids())
 
 
 def browser_cpu() -> float:
@@ -202,7 +201,7 @@ def browser_cpu() -> float:
 def _gone_as_zero(measure: Callable[..., float], *args: Any) -> float:
     try:
         return measure(*args)
-    except (OSError, StopIteration):  # the process ended meanwhile
+    except OSError:  # the process ended meanwhile
         return 0
 
 
@@ -237,7 +236,7 @@ def soak(server: Server, pages: list[Page], duration: float, warmup: float, ever
     while (now := time.monotonic() - began) <= duration:
         sample = {
             "server RSS KiB": memory_kib(server.process.pid),
-            "browser PSS KiB": browser_pss_kib(),
+            "browser private KiB": browser_private_kib(),
         }
         for i, cdp in enumerate(sessions):
             for name, value in page_metrics(cdp).items():
