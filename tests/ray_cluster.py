@@ -124,7 +124,7 @@ class RayCluster:
 
     def _ray_start(self, *args: str) -> None:
         process = self._popen(*args)
-        if process.wait(timeout=120) != 0:
+        if process.wait(timeout=600) != 0:
             raise RuntimeError(
                 f"ray start failed: {process.stdout.read() if process.stdout else ''}"
             )

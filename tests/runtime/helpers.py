@@ -124,7 +124,8 @@ def cli_eval(script: Path, log_dir: Path, *solver_args: str) -> EvalLog:
         *[arg for pair in solver_args for arg in ("-S", pair)],
         "--sample-id", "product", "--log-dir", str(log_dir), "--display", "none",
     ]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    # the timeout is a safety net: on a heavily loaded machine such a run has taken over 120 s
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     [path] = log_dir.glob("*.eval")
     log = read_eval_log(str(path))

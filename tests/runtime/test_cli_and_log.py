@@ -1,12 +1,9 @@
-import subprocess
-import sys
 from pathlib import Path
 
 from inspect_ai import Task, eval
 from inspect_ai._eval.loader import solver_from_spec
 from inspect_ai.agent import react
 from inspect_ai.event import ModelEvent
-from inspect_ai.log import read_eval_log
 from inspect_ai.solver import SolverSpec
 
 from inspect_swarm import Budget, leaderless, member, swarm
@@ -16,36 +13,13 @@ from .helpers import ROOT, cli_eval, infos, result, task
 
 
 def test_cli_solver_form(tmp_path: Path) -> None:
-    command = [
-        sys.executable,
-        "-m",
-        "inspect_ai._cli.main",
-        "eval",
-        "examples/getting_started.py",
-        "--model",
-        "scripted/demo",
-        "-M",
-        "script=examples/getting_started.yaml",
-        "--solver",
-        "inspect_swarm/swarm",
-        "-S",
+    log = cli_eval(
+        ROOT / "examples/getting_started.yaml",
+        tmp_path,
         "members={factory: react, count: 4}",
-        "-S",
         "channels=[]",
-        "-S",
         "budget={time: 600, split: equal}",
-        "--sample-id",
-        "product",
-        "--log-dir",
-        str(tmp_path),
-        "--display",
-        "none",
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert done.returncode == 0, done.stderr
-    [path] = tmp_path.glob("*.eval")
-    log = read_eval_log(str(path))
-    assert log.status == "success"
+    )
     assert log.eval.solver == "inspect_swarm/swarm"
     assert log.samples
     record = result(log.samples[0])

@@ -315,7 +315,7 @@ def test_inspect_eval_prints_the_cap_at_the_console(tmp_path: Path) -> None:
         ],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr

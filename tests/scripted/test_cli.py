@@ -43,7 +43,7 @@ def test_cli_runs_the_scripted_model_from_a_script_file(tmp_path: Path) -> None:
     # the scripted model is found through the package's entry point alone
     code = f"import sys; from inspect_ai._cli.main import main; sys.argv = {argv!r}; main()"
     result = subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600
     )
     assert result.returncode == 0, result.stderr
     [info] = list_eval_logs(str(tmp_path / "logs"))

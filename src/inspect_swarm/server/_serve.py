@@ -12,7 +12,6 @@ import socket
 import stat
 import sys
 from collections.abc import Callable
-from importlib.util import find_spec
 from pathlib import Path
 
 import uvicorn
@@ -30,8 +29,10 @@ from .domain._leases import Keyring
 from .domain._server import SwarmServer
 from .edge._app import create_app
 from .edge._auth import ALL_SCOPES, KNOWN_SCOPES
-from .edge._middleware import KIB, MIB, HttpLimits, http_protocol
+from .edge._gate import Gate
+from .edge._middleware import KIB, MIB, HttpLimits
 from .edge._ports import ByPort
+from .edge._protocol import ClientTally, http_protocol, websocket_protocol
 from .edge.console import create_console
 from .engines._engine import Engine
 from .engines._local import LocalRunner
@@ -271,10 +272,12 @@ def serve(options: ServerOptions, on_ready: Announce | None = None) -> None:
     if options.ready_file is not None:
         write_fresh(options.ready_file, json.dumps({**ready, "apiKey": first_key}), "--ready-file")
     sockets = [sock] if console_sock is None else [sock, console_sock]
+    gate = app.state.gate
+    assert isinstance(gate, Gate), "create_app puts its routes' gate on the app"
+    tally = ClientTally(limits.max_client_connections)
+    protocol = http_protocol(limits, tally, {port: gate}, sandbox_host.forwarded)
     try:
-        _run(
-            served, sockets, http_protocol(limits, sandbox_host.forwarded), options.max_connections
-        )
+        _run(served, sockets, protocol, tally, options.max_connections)
     finally:
         store.close()
 
@@ -358,7 +361,11 @@ _GRACEFUL_SHUTDOWN_SECONDS = 5
 
 
 def _run(
-    app: ASGIApp, sockets: list[socket.socket], protocol: type[H11Protocol], max_connections: int
+    app: ASGIApp,
+    sockets: list[socket.socket],
+    protocol: type[H11Protocol],
+    tally: ClientTally,
+    max_connections: int,
 ) -> None:
     # a stop waits at most a few seconds for open connections: E2B process streams stay open
     # for as long as their commands run, and would otherwise hold the server up indefinitely
@@ -370,7 +377,7 @@ def _run(
         timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN_SECONDS,
         http=protocol,
         # only forwarded ports take a WebSocket (the E2B surface, with websockets installed)
-        ws="websockets-sansio" if find_spec("websockets") else "none",
+        ws=websocket_protocol(tally) or "none",
         limit_concurrency=max_connections,
     )
     try:

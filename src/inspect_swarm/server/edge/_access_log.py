@@ -50,11 +50,11 @@ class AccessLog:
         try:
             await self.app(scope, receive, sending)
         finally:
-            logger.info(
-                "%s %s %s %.1fms %s",
-                scope["method"],
-                scope["path"],
-                status or "-",
-                (time.perf_counter() - began) * 1000,
-                state.get(_CALLER, "-"),
-            )
+            log_answer(scope["method"], scope["path"], status, began, state.get(_CALLER, "-"))
+
+
+def log_answer(method: str, path: str, status: int, began: float, caller: str = "-") -> None:
+    """Log one answered request (`status` 0: none was sent), begun at `began`
+    (`time.perf_counter()`), when INFO is enabled."""
+    elapsed = (time.perf_counter() - began) * 1000
+    logger.info("%s %s %s %.1fms %s", method, path, status or "-", elapsed, caller)

@@ -17,12 +17,13 @@ from starlette.exceptions import HTTPException
 from ..domain._server import SwarmServer
 from ..model._types import InvalidRequest, SwarmError
 from ._access_log import AccessLog
-from ._admin import admin_routes
+from ._admin import ACCOUNTS_PATH, admin_routes
 from ._auth import Keys
 from ._errors import ApiError
+from ._gate import Gate
 from ._middleware import Edge, HttpLimits
 from ._openapi import OPENAPI_PATH, openapi_document
-from ._routes import routes
+from ._routes import KEYED_PATHS, routes
 from .e2b import UPLOAD_PATHS, mount_e2b
 
 
@@ -32,7 +33,8 @@ def create_app(
     """The FastAPI application of one swarm server (its domain serves in the lifespan).
 
     `keys` are the server's own keys, one account each, with their scopes; an account with
-    no key left has its lease closed.
+    no key left has its lease closed. The app's gate (`app.state.gate`) holds the doors of its
+    routes, for the connections' protocol.
     """
 
     @asynccontextmanager
@@ -61,7 +63,10 @@ def create_app(
     # the Swarms API's routes first: a poll is matched before the E2B surface's are tried
     app.include_router(routes(server))
     app.include_router(admin_routes(server))
-    mount_e2b(app, server, max_file=limits.max_file)
+    gate = Gate()
+    gate.add(auth.door(*KEYED_PATHS, ACCOUNTS_PATH, f"{ACCOUNTS_PATH}/"))
+    mount_e2b(app, server, limits.max_file, gate)
+    app.state.gate = gate
     server.close_accounts(auth.accounts)
     # made on the first request for it, once every route is in
     app.openapi = partial(openapi_document, app, version("inspect_swarm"))  # type: ignore[method-assign]

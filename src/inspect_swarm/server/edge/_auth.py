@@ -22,10 +22,13 @@ from ..model._keys import PROVISION as PROVISION
 from ..model._keys import READ as READ
 from ._access_log import note_caller
 from ._errors import ApiError
+from ._gate import Door
 
 ALL_SCOPES = frozenset({READ, PROVISION})
 """What a server key given without scopes may do."""
 KNOWN_SCOPES = ALL_SCOPES | {ADMIN}
+MISSING_KEY = "missing API key: send Authorization: Bearer <key>"
+UNKNOWN_KEY = "unknown API key"
 
 
 @dataclass(frozen=True)
@@ -72,19 +75,37 @@ class Keys:
             note_caller(request, principal.owner)
         return principal
 
+    def door(self, *paths: str) -> Door:
+        """The gate's door of routes that take a key: a request without a key, or with a
+        bearer key this server does not know, is refused as `principal` refuses it."""
+
+        def opens(authorization: str) -> bool:
+            key = bearer(authorization)
+            return key is None or self.lookup(key) is not None  # a malformed one: the route's
+
+        missing = ApiError(401, "unauthorized", MISSING_KEY).body()
+        unknown = ApiError(401, "unauthorized", UNKNOWN_KEY).body()
+        return Door(paths, ("authorization",), 401, missing, opens=opens, wrong=unknown)
+
     def principal(self, request: Request, scope: str) -> Principal:
         """Authenticate the request by its bearer key and check that the key has `scope`."""
-        kind, _, key = request.headers.get("authorization", "").partition(" ")
-        if kind.lower() != "bearer" or not key.strip():
-            raise ApiError(401, "unauthorized", "missing API key: send Authorization: Bearer <key>")
-        principal = self.identify(request, key.strip())
+        key = bearer(request.headers.get("authorization", ""))
+        if key is None:
+            raise ApiError(401, "unauthorized", MISSING_KEY)
+        principal = self.identify(request, key)
         if principal is None:
-            raise ApiError(401, "unauthorized", "unknown API key")
+            raise ApiError(401, "unauthorized", UNKNOWN_KEY)
         if scope not in principal.scopes:
             raise ApiError(
                 403, "insufficient_scope", f"this API key lacks the {scope!r} scope needed here"
             )
         return principal
+
+
+def bearer(authorization: str) -> str | None:
+    """The key of an `Authorization: Bearer <key>` header's value (None: not one)."""
+    kind, _, key = authorization.partition(" ")
+    return key.strip() if kind.lower() == "bearer" and key.strip() else None
 
 
 def account_of(key: str) -> str:

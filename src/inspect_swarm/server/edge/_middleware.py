@@ -1,33 +1,27 @@
 """The server's HTTP edge: body limits, read deadlines, and errors answered on a live connection.
 
-Two pieces. `Edge` is ASGI middleware around the app: it refuses a head over 16 KiB with 400
-(h11 refuses one only while it is incomplete, so a head that came in one piece would pass), a
-body over its limit with 413 as soon as its declared length or its bytes so far pass it
-(never buffering more), a body that stalls or comes too slowly with 408, closes the
-connection of any request answered before its body was read (a refusal never reads the rest),
-and answers an unexpected error as a JSON 500 without passing it on (Starlette's outermost
-middleware re-raises every error it answers, and uvicorn then closes the connection, so one
-bad request would cost a client its keep-alive connection). `http_protocol` is uvicorn's h11
-protocol with a deadline for each request's head (uvicorn times out idle keep-alive
-connections but not a connection that sends a partial head, or nothing, and holds it
-forever) and a cap on the connections of one client address.
+`Edge` is ASGI middleware around the app: it refuses a head over 16 KiB with 400 (h11
+refuses one only while it is incomplete, so a head that came in one piece would pass), a body
+over its limit with 413 as soon as its declared length or its bytes so far pass it (never
+buffering more), a body that stalls or comes too slowly with 408, closes the connection of
+any request answered before its body was read (a refusal never reads the rest), and answers
+an unexpected error as a JSON 500 without passing it on (Starlette's outermost middleware
+re-raises every error it answers, and uvicorn then closes the connection, so one bad request
+would cost a client its keep-alive connection). What applies before a request reaches the app
+is the connections' protocol's (`_protocol`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
-from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
-import h11
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 
 from .._defaults import SERVER_DEFAULTS
 from ..records._wire import error_object
@@ -212,81 +206,3 @@ async def _answer(send: Send, status: int, body: dict[str, Any]) -> None:
         headers.append(_CLOSE)
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": data})
-
-
-Peer = tuple[str, int]
-"""A client's address and port."""
-
-
-def http_protocol(
-    limits: HttpLimits, exempt: Callable[[Peer], bool] = lambda _: False
-) -> type[H11Protocol]:
-    """uvicorn's h11 protocol, closing a connection whose next request's head has not come
-    in within the read timeout (of its opening, or of the last response's end), and resetting
-    one whose address holds `max_client_connections` already, unless `exempt` (a sandbox's,
-    forwarded by this server, which caps them itself)."""
-    open_from: Counter[str] = Counter()
-
-    class Protocol(H11Protocol):
-        _deadline: asyncio.TimerHandle | None = None
-        _waiting: RequestResponseCycle | None = None
-        """The cycle that was current when the deadline was set: a new one is a new head."""
-        _counted: str | None = None
-        """The client address this connection counts against."""
-
-        def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            super().connection_made(transport)  # type: ignore[arg-type]
-            peer = transport.get_extra_info("peername")
-            if isinstance(peer, tuple) and not exempt(peer[:2]):
-                if open_from[peer[0]] >= limits.max_client_connections:
-                    transport.abort()  # type: ignore[attr-defined]
-                    return
-                self._counted = peer[0]
-                open_from[peer[0]] += 1
-            self._await_head()
-
-        def data_received(self, data: bytes) -> None:
-            super().data_received(data)
-            if self._deadline is not None and self.cycle is not self._waiting:
-                self._stop_waiting()
-
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            # unless a pipelined request has begun, or the connection is ending
-            if self.cycle.response_complete and not self.transport.is_closing():
-                self._await_head()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._let_go()
-            super().connection_lost(exc)
-
-        def handle_websocket_upgrade(self, event: h11.Request) -> None:
-            # the connection is the WebSocket protocol's from now on (a forwarded port's),
-            # which this protocol no longer sees end
-            self._let_go()
-            super().handle_websocket_upgrade(event)
-
-        def _let_go(self) -> None:
-            self._stop_waiting()
-            if self._counted is not None:
-                open_from[self._counted] -= 1
-                if not open_from[self._counted]:
-                    del open_from[self._counted]
-                self._counted = None
-
-        def _await_head(self) -> None:
-            self._stop_waiting()
-            self._waiting = self.cycle
-            self._deadline = self.loop.call_later(limits.read_timeout, self._too_slow)
-
-        def _stop_waiting(self) -> None:
-            if self._deadline is not None:
-                self._deadline.cancel()
-                self._deadline = None
-
-        def _too_slow(self) -> None:
-            self._deadline = None
-            if not self.transport.is_closing():
-                self.transport.close()
-
-    return Protocol

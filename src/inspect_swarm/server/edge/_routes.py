@@ -39,6 +39,9 @@ from ._auth import Provisioner, Reader
 from ._openapi import KEYED, Declared
 from ._schema import SandboxBody, StartBody, json_body, sandbox_request, start_request
 
+KEYED_PATHS = ("/api/swarms", "/api/swarms/", "/v1/")
+"""The paths of the routes below that take a key (every one but `/healthz`), for the gate."""
+
 
 def routes(server: SwarmServer) -> APIRouter:
     """The Swarms API's routes over `server` (bound here rather than as a dependency: solving

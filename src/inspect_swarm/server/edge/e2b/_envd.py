@@ -38,6 +38,10 @@ KEEPALIVE_SECONDS = 2.0
 """How often an idle stream carries a keepalive, which is also how soon a client that went
 away is noticed (the Connect server only sees a disconnect when it sends)."""
 
+SANDBOX_HEADER = "e2b-sandbox-id"
+"""The header that names the sandbox an envd request is for."""
+NO_SANDBOX = "missing E2b-Sandbox-Id header: name the sandbox"
+
 _CODES = {
     400: Code.INVALID_ARGUMENT,
     401: Code.UNAUTHENTICATED,
@@ -71,6 +75,11 @@ def connect_code(status: int) -> Code:
     return _CODES.get(status, Code.INTERNAL)
 
 
+def connect_body(error: E2BError) -> dict[str, str]:
+    """An E2B error as the Connect protocol's JSON answer."""
+    return {"code": connect_code(error.status).value, "message": error.message}
+
+
 class Envd:
     """Routes envd requests to sandboxes by the `E2b-Sandbox-Id` header."""
 
@@ -81,9 +90,9 @@ class Envd:
 
     def sandbox(self, headers: Mapping[str, str]) -> LongLivedSandbox:
         """The request's sandbox, if its access token is right."""
-        sandbox_id = headers.get("e2b-sandbox-id")
+        sandbox_id = headers.get(SANDBOX_HEADER)
         if not sandbox_id:
-            raise E2BError(400, "missing E2b-Sandbox-Id header: name the sandbox")
+            raise E2BError(400, NO_SANDBOX)
         try:
             box = self._server.live_sandbox(sandbox_id)
         except NotFound:

@@ -52,6 +52,11 @@ _HOP_BY_HOP = frozenset(
 _CHUNKED = [(b"transfer-encoding", b"chunked")]
 
 
+def names_a_port(host: str) -> bool:
+    """Whether a `Host` header names a sandbox's port (`<port>-<sandbox id>.<domain>`)."""
+    return _HOST.match(host) is not None
+
+
 class PortRouter:
     """ASGI middleware: requests whose `Host` names a sandbox's port go to that port."""
 

@@ -36,7 +36,8 @@ from ...model._rules import (
     shown,
 )
 from ...model._types import DEFAULT_TEMPLATE, Egress, SandboxSpec, Size, SwarmError
-from .._auth import PROVISION, READ, keys_of
+from .._auth import PROVISION, READ, Keys, bearer, keys_of
+from .._gate import Door, Gate
 from .._openapi import E2B_KEYED, Declared
 from ._answers import (
     E2BCreateBody,
@@ -53,9 +54,9 @@ from ._answers import (
     E2BSnapshotBody,
     E2BTimeoutBody,
 )
-from ._envd import Envd, bad_request, connect_code
+from ._envd import NO_SANDBOX, SANDBOX_HEADER, Envd, bad_request, connect_body
 from ._filesystem_service import FilesystemService, read_files, write_files
-from ._ports import PortRouter
+from ._ports import PortRouter, names_a_port
 from ._process_service import ProcessService
 from ._wire import E2BError, created, detailed, forked, listed, measured, snapshotted
 
@@ -65,9 +66,10 @@ E2B_SIZE = Size(vcpus=2, memory_gb=1)
 """What one sandbox made through E2B books and may use (E2B's default template has 512 MiB)."""
 
 
-def mount(app: FastAPI, server: SwarmServer, max_file: int) -> None:
-    """Serve the E2B control plane and sandbox daemon from the server's app."""
+def mount(app: FastAPI, server: SwarmServer, max_file: int, gate: Gate) -> None:
+    """Serve the E2B control plane and sandbox daemon from the server's app, behind `gate`."""
     envd = Envd(server, max_file)
+    _close(gate, app.state.keys)
 
     @app.exception_handler(E2BError)
     async def e2b_error(_: Request, ex: E2BError) -> JSONResponse:
@@ -87,6 +89,34 @@ def mount(app: FastAPI, server: SwarmServer, max_file: int) -> None:
     app.add_middleware(PortRouter, server=server)
 
 
+_NO_KEY = "missing or unknown API key: send it as X-API-KEY (E2B_API_KEY)"
+_CONTROL_PLANE = (
+    *("/sandboxes", "/sandboxes/", "/v2/sandboxes", "/v2/sandboxes/"),
+    *("/snapshots", "/snapshots/"),
+)
+"""The control plane's paths (E2B's other paths are answered 501 with or without a key)."""
+
+
+def _close(gate: Gate, keys: Keys) -> None:
+    """The gate's doors: the control plane without a key or with one `keys` do not know,
+    the daemon without a sandbox (or a signed URL), answered as the routes behind them
+    answer; a sandbox's port is its own."""
+
+    def opens(credential: str) -> bool:
+        # as `_owner` takes it: `X-API-KEY`'s value, else a bearer key (an empty one: the
+        # route's to judge, with the other header)
+        return not credential or keys.lookup(bearer(credential) or credential) is not None
+
+    no_key = E2BError(401, _NO_KEY).body()
+    gate.add(Door(_CONTROL_PLANE, ("x-api-key", "authorization"), 401, no_key, opens=opens))
+    no_sandbox = E2BError(400, NO_SANDBOX)
+    envd = ("/health", "/files")
+    gate.add(Door(envd, (SANDBOX_HEADER,), 400, no_sandbox.body(), query=("signature",)))
+    services = ("/process.Process/", "/filesystem.Filesystem/")
+    gate.add(Door(services, (SANDBOX_HEADER,), 400, connect_body(no_sandbox)))
+    gate.forwarded = names_a_port
+
+
 class _Admitted:
     """A Connect service behind a check of the request's sandbox and access token, made on
     its head alone: the service reads a request's whole body before its handler runs, so a
@@ -101,9 +131,7 @@ class _Admitted:
             try:
                 self._envd.sandbox(Headers(scope=scope))
             except E2BError as ex:
-                code = connect_code(ex.status)
-                body = {"code": code.value, "message": ex.message}
-                await JSONResponse(body, status_code=ex.status)(scope, receive, send)
+                await JSONResponse(connect_body(ex), status_code=ex.status)(scope, receive, send)
                 return
         await self._app(scope, receive, send)
 
@@ -149,12 +177,11 @@ class _Refusing(Codec[Any, Any]):
 
 def _owner(request: Request, scope: str) -> Owner:
     """Whose sandboxes the caller reaches, from `X-API-KEY` (the SDK's) or a bearer key."""
-    key = request.headers.get("x-api-key", "")
-    kind, _, bearer = request.headers.get("authorization", "").partition(" ")
-    key = key or (bearer if kind.lower() == "bearer" else "")
+    headers = request.headers
+    key = headers.get("x-api-key", "") or bearer(headers.get("authorization", "")) or ""
     principal = keys_of(request).identify(request, key.strip()) if key.strip() else None
     if principal is None:
-        raise E2BError(401, "missing or unknown API key: send it as X-API-KEY (E2B_API_KEY)")
+        raise E2BError(401, _NO_KEY)
     if scope not in principal.scopes:
         raise E2BError(403, f"this API key lacks the {scope!r} scope needed here")
     return principal.owner
