@@ -135,22 +135,23 @@ async def _cancel_on(event: anyio.Event, scope: anyio.CancelScope) -> None:
 
 
 async def api_latency(
-    url: str, console: str, run_id: str, consoles: int, polls: int
-) -> tuple[float, int]:
-    """p99 of the API's polls of `run_id` with `consoles` consoles open on its page."""
+    url: str, run_id: str, polls: int, console: str, followed: str, consoles: int
+) -> tuple[list[float], int]:
+    """Seconds of each of the API's polls of `run_id` with `consoles` consoles following
+    `followed` meanwhile, and how many fragments they were sent."""
     until = anyio.Event()
     made = 0
 
     async def open_consoles() -> None:
         nonlocal made
-        made = await consoles_open(console, f"/fragments/runs/{run_id}", consoles, until)
+        made = await consoles_open(console, followed, consoles, until)
 
     async with anyio.create_task_group() as tg:
         if consoles:
             tg.start_soon(open_consoles)
         latencies = await poll_latency(url, run_id, 50, polls, 0.5)
         until.set()
-    return percentile([latency for _, latency in latencies], 0.99), made
+    return [latency for _, latency in latencies], made
 
 
 def process_cpu(pid: int) -> float:
@@ -198,7 +199,10 @@ def main() -> None:
             print("3. API p99 of 50 clients polling a run of 10 sandboxes every 0.5 s")
             for consoles in (0, 20) * args.rounds:
                 cpu, began = process_cpu(server.process.pid), time.perf_counter()
-                p99, made = anyio.run(api_latency, server.url, console, small, consoles, args.polls)
+                followed = f"/fragments/runs/{small}"
+                polled = (server.url, small, args.polls, console, followed, consoles)
+                latencies, made = anyio.run(api_latency, *polled)
+                p99 = percentile(latencies, 0.99)
                 share = (process_cpu(server.process.pid) - cpu) / (time.perf_counter() - began)
                 print(
                     f"  with {consoles:>2} consoles open: p99 {p99 * 1000:6.1f} ms, "

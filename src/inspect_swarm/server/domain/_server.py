@@ -374,6 +374,15 @@ class SwarmServer:
         """The runs within `owner`'s reach, newest first, without their sandboxes."""
         return self._runs.summaries(owner)
 
+    def run_records(self, owner: Owner) -> list[RunRecord]:
+        """The records of the runs within `owner`'s reach, newest first: what to choose
+        from before paying for their summaries."""
+        return self._runs.records(owner)
+
+    def run_summary(self, run: RunRecord) -> dict[str, Any]:
+        """One of `run_records` as `summaries` lists it."""
+        return self._runs.summary(run)
+
     def cancel(self, run_id: str, owner: Owner) -> RunView:
         """Cancel a run within `owner`'s reach: queued sandboxes never start, running ones
         stop, finished ones keep their results."""

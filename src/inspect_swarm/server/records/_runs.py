@@ -146,16 +146,21 @@ class Runs:
                 held -= view.size
                 del self._views[run_id]
 
+    def records(self, owner: Owner) -> list[RunRecord]:
+        """The records of the runs within `owner`'s reach, newest first."""
+        return self.store.runs(owner)
+
+    def summary(self, run: RunRecord) -> dict[str, Any]:
+        """A run without its sandboxes, as the API lists it (its counts read from SQLite
+        unless its view is in memory)."""
+        view = self._views.get(run.id)
+        if view is not None:
+            return view.summary()
+        return run_object(run, self.store.counts(run.id), self.isolation)
+
     def summaries(self, owner: Owner) -> list[dict[str, Any]]:
         """The runs within `owner`'s reach, newest first, without their sandboxes."""
-        summaries = []
-        for run in self.store.runs(owner):
-            view = self._views.get(run.id)
-            if view is not None:
-                summaries.append(view.summary())
-            else:
-                summaries.append(run_object(run, self.store.counts(run.id), self.isolation))
-        return summaries
+        return [self.summary(run) for run in self.records(owner)]
 
     def sandbox(self, sandbox_id: str, owner: Owner) -> SandboxRecord | None:
         """A run's sandbox, if its run is within `owner`'s reach."""

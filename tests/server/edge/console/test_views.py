@@ -17,7 +17,7 @@ from inspect_swarm.server.edge.console._views import (
     runs_page,
     sandboxes_page,
 )
-from inspect_swarm.server.model._types import SandboxRecord
+from inspect_swarm.server.model._types import RunRecord, RunSpec, RunStatus, SandboxRecord, Size
 
 
 def test_a_page_past_the_last_is_the_last() -> None:
@@ -26,18 +26,42 @@ def test_a_page_past_the_last_is_the_last() -> None:
     assert page_of([], 1, 3).pages == 1
 
 
-def _run(run_id: str, name: str | None, status: str) -> dict[str, Any]:
-    return {"id": run_id, "name": name, "status": status}
+def _run(run_id: str, name: str | None, status: RunStatus) -> RunRecord:
+    spec = RunSpec("true", Size(1, 1), 60, "base", None)
+    return RunRecord(run_id, "acct", "/", "lease", name, spec, 1, 1, 0.0, status)
+
+
+def _ids(runs: list[RunRecord], status: str, query: str, number: int = 1) -> list[str]:
+    return [r["id"] for r in runs_page(runs, status, query, number, _summary).items]
+
+
+def _summary(run: RunRecord) -> dict[str, Any]:
+    return {"id": run.id}
 
 
 def test_runs_are_found_by_status_by_name_and_by_id_prefix() -> None:
     runs = [_run("ab12", "Nightly Eval", "completed"), _run("cd34", None, "running")]
-    assert [r["id"] for r in runs_page(runs, "running", "", 1).items] == ["cd34"]
-    assert [r["id"] for r in runs_page(runs, "", "nightly", 1).items] == ["ab12"]
-    assert [r["id"] for r in runs_page(runs, "", "cd", 1).items] == ["cd34"]
-    assert runs_page(runs, "", "d3", 1).items == []  # an id is found by its start alone
+    assert _ids(runs, "running", "") == ["cd34"]
+    assert _ids(runs, "", "nightly") == ["ab12"]
+    assert _ids(runs, "", "cd") == ["cd34"]
+    assert _ids(runs, "", "d3") == []  # an id is found by its start alone
     many = [_run(f"{i:04x}", None, "completed") for i in range(RUNS_PER_PAGE + 1)]
-    assert len(runs_page(many, "", "", 2).items) == 1
+    assert _ids(many, "", "", 2) == [many[-1].id]
+
+
+def test_only_the_runs_a_page_shows_are_summarised() -> None:
+    """A summary reads a run's counts: a store of thousands of runs must not pay for each of
+    them at every rendering of the runs page."""
+    runs = [_run(f"{i:04x}", None, "completed") for i in range(20 * RUNS_PER_PAGE)]
+    summarised: list[str] = []
+
+    def summary(run: RunRecord) -> dict[str, Any]:
+        summarised.append(run.id)
+        return _summary(run)
+
+    page = runs_page(runs, "", "", 3, summary)
+    assert summarised == [run.id for run in runs[2 * RUNS_PER_PAGE : 3 * RUNS_PER_PAGE]]
+    assert (page.number, page.pages, page.total) == (3, 20, len(runs))
 
 
 def test_a_run_of_5000_sandboxes_is_shown_a_page_at_a_time_failed_first() -> None:

@@ -180,8 +180,9 @@ class _Console:
         self, request: Request, who: Reader, status: str = "", q: str = "", page: int = 1
     ) -> Response:
         def context() -> dict[str, Any]:
-            runs = self._server.summaries(who.owner)
-            return {"page": runs_page(runs, status, q, page), "total": len(runs)}
+            runs = self._server.run_records(who.owner)
+            shown = runs_page(runs, status, q, page, self._server.run_summary)
+            return {"page": shown, "total": len(runs)}
 
         return self._answer(request, who, "runs.html", context, of_runs=True)
 
