@@ -99,7 +99,8 @@ def test_the_e2b_sdk_uses_a_sandbox_placed_on_a_worker(
     with server.http() as http:
         ended = http.get(f"/v1/sandboxes/{sbx.sandbox_id}").json()
     assert (ended["status"], ended["endReason"], ended["node"]) == ("ended", "killed", node)
-    assert leftovers("sleep 171.5") == []
+    # on a loaded machine the node may still be clearing the sandbox away when the kill ends
+    wait_until(lambda: leftovers("sleep 171.5") == [])
     # nothing of the sandbox is left on its node (its agent lives on for the next)
     assert not list(NODE_STATE_DIR.glob(f"w*/sbx/{sbx.sandbox_id}"))
 
