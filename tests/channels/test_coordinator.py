@@ -53,10 +53,10 @@ def test_the_lead_hands_out_work_and_its_answer_ends_the_swarm(
         {
             "lead": [
                 tool("tasks", command="create", title="count", assignee="w-1"),
-                {"text": "give w-1 a head start", "delay": 0.3},
+                {"text": "w-1 has started", "after": {"w-1": 1}},
                 tool("messages", command="send", to="w-2", text="check w-1's count"),
                 WAIT,
-                {"text": "w-1 is done", "delay": 0.3},
+                {"text": "w-1 is done", "after": {"w-1": 4}},
                 {"submit": "25"},
             ],
             "w-1": [
@@ -64,7 +64,11 @@ def test_the_lead_hands_out_work_and_its_answer_ends_the_swarm(
                 tool("tasks", command="update", task="t-1", version=2, status="done"),
                 {"submit": "24"},
             ],
-            "w-2": [tool("messages", command="read"), SLOW, {"submit": "26"}],
+            "w-2": [
+                tool("messages", command="read"),
+                {"text": "still at it", "after": "stop"},
+                {"submit": "26"},
+            ],
         },
         tmp_path,
     )

@@ -111,7 +111,7 @@ def test_notice_reaches_the_member_between_turns(backend: str, tmp_path: Path) -
                 {"submit": "1"},
             ],
             "w-2": [
-                {"text": "waiting for a plan", "delay": 0.1},
+                {"text": "waiting for a plan", "after": {"w-1": 2}},
                 sm(command="view", path="f-1"),
                 {"submit": "2"},
             ],
@@ -229,7 +229,7 @@ def test_swarm_react_adds_the_board_to_the_members_tools_and_hook(
                 {"submit": "1"},
             ],
             "w-2": [
-                {"text": "thinking", "delay": 0.2},
+                {"text": "thinking", "after": {"w-1": 2}},
                 {"tool": "think", "arguments": {"thought": "read the board"}},
                 sm(command="view", path="f-1"),
                 {"submit": "2"},
@@ -314,7 +314,7 @@ def test_replaying_delivered_writes_rebuilds_the_board(tmp_path: Path) -> None:
                 {"submit": "x"},
             ],
             "w-2": [
-                {"text": "later", "delay": 0.1},
+                {"text": "later", "after": {"w-1": 4}},
                 sm(command="str_replace", path=f"{F}/a", old_str="two", new_str="2"),
                 sm(command="append", path=f"{F}/a", append_text="three"),
                 sm(command="view", path=f"{F}/b"),

@@ -103,12 +103,18 @@ def test_two_members_claim_one_task_at_once_and_one_wins(backend: str, tmp_path:
                 tool("tasks", command="create", title="sum", depends_on=["t-1"]),
                 {"submit": "42"},
             ],
-            # both claim at the same moment, then try the dependent task and finish the first
+            # both claim once the tasks are there, both try the dependent task, then each tries
+            # to finish the first
             "w-*": [
-                {"text": "waiting for work", "delay": 0.3},
+                {"text": "waiting for work", "after": {"lead": 3}},
                 claim,
                 tool("tasks", command="claim", task="t-2"),
-                tool("tasks", command="update", task="t-1", version=2, status="done", result="25"),
+                {
+                    **tool(
+                        "tasks", command="update", task="t-1", version=2, status="done", result="25"
+                    ),
+                    "after": {"w-1": 4, "w-2": 4},
+                },
                 {"submit": "42"},
             ],
         },
@@ -221,7 +227,7 @@ def test_every_channel_in_one_swarm_counts_its_own_traffic(backend: str, tmp_pat
                 tool("shared_memory", command="append", path="/shared_memory/log", append_text="x"),
                 {"submit": "42"},
             ],
-            "w-2": [{"text": "later", "delay": 0.3}, WAIT, {"submit": "42"}],
+            "w-2": [{"text": "later", "after": {"w-1": 5}}, WAIT, {"submit": "42"}],
         },
         tmp_path,
     )

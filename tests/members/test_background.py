@@ -126,7 +126,7 @@ def test_a_swarm_cap_ends_the_background_task_that_reached_it(tmp_path: Path) ->
             channels=[],
             budget=Budget(tokens=200, grace=30),
         ),
-        {"w": [{"text": "step"}] * 5, "other": [{"text": "x", "delay": 0.2}] * 5},
+        {"w": [{"text": "step"}] * 5, "other": [{"text": "x", "after": "stop"}] * 5},
         tmp_path,
     )
     assert sample.limit is None and sample.error is None

@@ -87,11 +87,11 @@ def test_a_cap_cancels_the_bridged_member_without_ending_the_sample(
             channels=[],
             budget=Budget(tokens=600),
         ),
-        {"cli": FAST, "native": [{"text": "thinking", "delay": 1.0}] * 5},
+        {"cli": FAST, "native": [{"text": "thinking", "after": "stop"}] * 5},
         tmp_path,
     )
     assert_sample_went_on(sample)
-    # the native member's call in flight finished past the cap, so it reached it too
+    # the native member's call, held until the stop, finished past the cap, so it reached it too
     assert statuses(sample) == {"cli": "swarm_cap", "native": "swarm_cap"}
     assert not ledger_member(sample, "native")["cancelled"]
     cli = ledger_member(sample, "cli")
