@@ -277,8 +277,9 @@ def test_all_of_stops_once_each_condition_has_been_met(backend: str, tmp_path: P
     # the submission came first and counted; the swarm stopped on the stall that followed it
     assert stop_reason(sample) == "controller:stalled"
     assert statuses(sample) == {"react-1": "submitted", "react-2": "stopped"}
-    # three calls without progress (one more may have started before the stop reached it)
-    assert metrics_member(sample, "react-2")["steps"] in (3, 4)
+    # at least three calls without progress: on a loaded machine react-2 may have made some
+    # before react-1's submission, and one more may start before the stop reaches it
+    assert metrics_member(sample, "react-2")["steps"] >= 3
 
 
 def test_stop_conditions_compose_and_are_logged_by_their_fields(tmp_path: Path) -> None:

@@ -467,3 +467,22 @@ def test_a_snapshot_neither_keeps_nor_writes_a_host_directory_shared_in_tmp(
         assert host_file.read_text() == "changed on the host"
     finally:
         e2b.Sandbox.delete_snapshot(snapshot.snapshot_id)
+
+
+def test_a_fork_neither_copies_nor_writes_a_host_directory_shared_in_tmp(
+    sharing: tuple[Server, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server, shared = sharing
+    point_e2b_at(server, monkeypatch)
+    host_file = shared / "host-file"
+    with e2b.Sandbox.create() as sbx:
+        sbx.files.write("/tmp/own", "the sandbox's")
+        host_file.write_text("the host's, at the fork")
+        [fork] = sbx.fork()
+        assert isinstance(fork, e2b.Sandbox), fork
+        with fork:
+            assert fork.files.read("/tmp/own") == "the sandbox's"
+            # the fork sees the host's directory itself, not a copy of it
+            host_file.write_text("changed on the host")
+            assert fork.files.read(str(host_file), user="root") == "changed on the host"
+    assert host_file.read_text() == "changed on the host"

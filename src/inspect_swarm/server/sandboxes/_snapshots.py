@@ -22,6 +22,8 @@ LAYERS = "up"
 """A snapshot's copy of the sandbox's upper layers, as the disk holds them (`_init.py`)."""
 SCRATCH = "tmp"
 """A snapshot's copy of the sandbox's /tmp."""
+_SAME_FILE = "are the same file"
+"""How cp ends the line of a file it was asked to copy onto itself."""
 _DIRECTORY = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -74,10 +76,15 @@ def copy_tree(source: str, target: str, fds: tuple[int, ...] = ()) -> None:
         capture_output=True,
         text=True,
         pass_fds=fds,
+        env={**os.environ, "LC_ALL": "C"},  # the reasons below are read in cp's own words
     )
-    if done.returncode != 0:
-        full = "No space left" in done.stderr or "Disk quota" in done.stderr
-        raise OSError(errno.ENOSPC if full else errno.EIO, done.stderr.strip() or "cp failed")
+    # a host directory shared with both sandboxes of a fork is one mount in the source and the
+    # target, which cp refuses to copy onto itself: it is left out, as it must be
+    failures = [line for line in done.stderr.splitlines() if not line.endswith(_SAME_FILE)]
+    if done.returncode != 0 and (failures or not done.stderr):
+        reason = "\n".join(failures)
+        full = "No space left" in reason or "Disk quota" in reason
+        raise OSError(errno.ENOSPC if full else errno.EIO, reason or "cp failed")
 
 
 def tree_bytes(path: Path) -> int:
