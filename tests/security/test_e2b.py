@@ -443,17 +443,25 @@ def sharing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, 
     """A server that shares a host directory under /tmp, so under each sandbox's /tmp too."""
     shared = tmp_path_factory.mktemp("shared")
     shared.chmod(0o755)
-    (shared / "host-file").write_text("the host's")
     for handle in served(tmp_path_factory, "sharing", "--memory-gib", "4", "--share", str(shared)):
         yield handle, shared
 
 
-def test_a_snapshot_neither_keeps_nor_writes_a_host_directory_shared_in_tmp(
-    sharing: tuple[Server, Path], monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def host_file(sharing: tuple[Server, Path], monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A file of the shared directory, as the host wrote it, with the SDK pointed at the
+    server that shares it."""
     server, shared = sharing
     point_e2b_at(server, monkeypatch)
-    host_file = shared / "host-file"
+    path = shared / "host-file"
+    path.write_text("the host's")
+    return path
+
+
+def test_a_snapshot_neither_keeps_nor_writes_a_host_directory_shared_in_tmp(
+    sharing: tuple[Server, Path], host_file: Path
+) -> None:
+    server, _ = sharing
     with e2b.Sandbox.create() as sbx:
         assert sbx.files.read(str(host_file), user="root") == "the host's"
         snapshot = sbx.create_snapshot()
@@ -469,15 +477,9 @@ def test_a_snapshot_neither_keeps_nor_writes_a_host_directory_shared_in_tmp(
         e2b.Sandbox.delete_snapshot(snapshot.snapshot_id)
 
 
-def test_a_fork_neither_copies_nor_writes_a_host_directory_shared_in_tmp(
-    sharing: tuple[Server, Path], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    server, shared = sharing
-    point_e2b_at(server, monkeypatch)
-    host_file = shared / "host-file"
+def test_a_fork_neither_copies_nor_writes_a_host_directory_shared_in_tmp(host_file: Path) -> None:
     with e2b.Sandbox.create() as sbx:
         sbx.files.write("/tmp/own", "the sandbox's")
-        host_file.write_text("the host's, at the fork")
         [fork] = sbx.fork()
         assert isinstance(fork, e2b.Sandbox), fork
         with fork:
